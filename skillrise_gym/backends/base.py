@@ -1,0 +1,117 @@
+"""The backend interface: one engine, one task at a time, no knowledge of sequences or skill documents.
+
+A backend lists the `Task`s of a split and plays one task at a time on its engine::
+
+    backend = make_backend("alfworld")
+    tasks = backend.list_tasks("train")
+    first = backend.reset(tasks[0])          # StepResult with the initial observation
+    backend.task_description()               # "put a hot potato in sinkbasin."
+    backend.admissible_actions()             # list[str], or None if the benchmark has no such list
+    result = backend.step("go to fridge 1")  # StepResult
+    backend.expert_action()                  # str, or None if no expert is available
+    backend.close()
+
+`reset` may be called again at any time with another task: backends reuse their engine across tasks.
+Engines that die raise `EngineError`; the backend restarts its engine on the next `reset`.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, Sequence
+
+from skillrise_gym.tasks import Task
+
+
+class SkillRiseError(Exception):
+    """Base class of this project's errors."""
+
+
+class MissingDependencyError(SkillRiseError, ImportError):
+    """An optional dependency is not installed; the message names the extra that brings it."""
+
+
+class DataNotFoundError(SkillRiseError, FileNotFoundError):
+    """A benchmark's data is not where it was looked for; the message says how to get it."""
+
+
+class EngineError(SkillRiseError, RuntimeError):
+    """The engine failed while playing a task (crashed process, dead JVM, corrupt game).
+
+    The task in flight is lost: consumers report it as an engine error, never as a success or a plain
+    failure. The backend is usable again after the next `reset`.
+    """
+
+
+@dataclass
+class StepResult:
+    """What the engine returned for one reset or step.
+
+    `score` is the engine's own score (ALFWorld 0/1, WebShop reward 0..1, ScienceWorld -100..100);
+    `success` is the benchmark's success criterion; `done` is the engine's own end of episode (which may
+    come without success, e.g. a wrong purchase or a wrong focus).
+    """
+
+    observation: str
+    score: float = 0.0
+    done: bool = False
+    success: bool = False
+    info: dict[str, Any] = field(default_factory=dict)
+
+
+class Backend(ABC):
+    """One engine. Subclasses set the class attributes and implement the abstract methods."""
+
+    #: benchmark name, as in `Task.benchmark` ("alfworld", "webshop", "scienceworld")
+    benchmark: ClassVar[str]
+    #: split names accepted by `list_tasks`
+    splits: ClassVar[Sequence[str]]
+    #: default per-task step limit used by `SequenceEnv` when `max_task_steps` is not given
+    default_max_task_steps: ClassVar[int]
+    #: whether `SequenceEnv` asks for admissible actions every step unless told otherwise (a backend whose
+    #: list is expensive, like ScienceWorld's, sets False and offers `action_help` instead)
+    admissible_by_default: ClassVar[bool] = True
+
+    @classmethod
+    def check_split(cls, split: str) -> None:
+        if split not in cls.splits:
+            raise ValueError(f"unknown split {split!r} for {cls.benchmark}; known splits: {', '.join(cls.splits)}")
+
+    @abstractmethod
+    def list_tasks(self, split: str) -> list[Task]:
+        """All tasks of a split, in a deterministic order. Raises ValueError for an unknown split."""
+
+    @abstractmethod
+    def reset(self, task: Task) -> StepResult:
+        """Load `task` into the engine and return its initial observation."""
+
+    @abstractmethod
+    def step(self, action: str) -> StepResult:
+        """Send one command to the engine."""
+
+    @abstractmethod
+    def task_description(self) -> str:
+        """The goal of the current task in natural language."""
+
+    def admissible_actions(self) -> list[str] | None:
+        """Actions the engine accepts now, or None when the benchmark has no such list."""
+        return None
+
+    def action_help(self) -> str | None:
+        """A short text describing the command grammar for prompts (e.g. action templates and objects),
+        or None when the admissible list (or nothing) serves."""
+        return None
+
+    def expert_action(self) -> str | None:
+        """The expert's next action for the current state, or None when there is no expert."""
+        return None
+
+    def close(self) -> None:
+        """Release the engine (processes, JVMs, temp files). Idempotent."""
+
+    def __enter__(self) -> "Backend":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

@@ -1,0 +1,38 @@
+"""`skillrise-data`: find, verify and prepare each benchmark's data.
+
+    skillrise-data alfworld [--extract ARCHIVE] [--download] [--verify]
+    skillrise-data webshop [--verify DIR]
+    skillrise-data scienceworld
+
+Each benchmark's subcommand lives beside its backend, in `skillrise_gym/backends/<name>/datatool.py`,
+exposing `add_arguments(parser)` and `run(args) -> int`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+BENCHMARKS = ("alfworld", "webshop", "scienceworld")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="skillrise-data", description=__doc__.split("\n\n")[0])
+    sub = parser.add_subparsers(dest="benchmark", required=True)
+    tools = {}
+    for name in BENCHMARKS:
+        try:
+            tool = importlib.import_module(f"skillrise_gym.backends.{name}.datatool")
+        except ModuleNotFoundError as exc:  # backend not written yet, or its module missing
+            if exc.name and exc.name.startswith("skillrise_gym"):
+                continue
+            raise
+        tools[name] = tool
+        tool.add_arguments(sub.add_parser(name, help=(tool.__doc__ or "").strip().split("\n")[0]))
+    args = parser.parse_args(argv)
+    return int(tools[args.benchmark].run(args) or 0)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
