@@ -1,0 +1,96 @@
+"""One record schema for every model call (a "turn"), shared by the bench and the trainer, with JSONL I/O.
+
+A turn is one SOLVE or CURATE call of an agent inside one trial of one sequence. A recorded run can be
+re-scored (the bench's metrics) or trained on (the trainer's credit assignment) from these files alone.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+from typing import Any, Iterable, Iterator
+
+SCHEMA_VERSION = 1
+ROLES = ("solve", "curate")
+
+
+@dataclass
+class Turn:
+    """One agent call and what the environment made of it."""
+
+    role: str  # "solve" or "curate"
+    position: int  # task position in the sequence, 0-based; for curate: the task just finished
+    sequence_id: str
+    trial_id: str  # one id per independent play-through of a sequence (the G trials of a group differ)
+    task_id: str
+    family: str
+    benchmark: str
+    prompt: str
+    response: str
+    action: str  # parsed command (solve) or parsed skill document (curate)
+    format_valid: bool  # the response had the expected <action>/<skill> tags
+    reward: float  # the env's reward for this step (solve: 1.0 on the succeeding step; curate: 0)
+    success: bool  # the task at `position` was solved (known once it ended; False while running)
+    score: float  # the engine's raw score after this step
+    step_index: int  # index of the step within the task (solve) or 0 (curate)
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    task_done: bool = False  # this solve step ended the task
+    engine_error: str | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+    schema: int = SCHEMA_VERSION
+
+    def __post_init__(self) -> None:
+        if self.role not in ROLES:
+            raise ValueError(f"role must be one of {ROLES}, got {self.role!r}")
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "Turn":
+        known = {f.name for f in fields(cls)}
+        schema = data.get("schema", SCHEMA_VERSION)
+        if schema > SCHEMA_VERSION:
+            raise ValueError(f"turn record has schema {schema}, newer than this library's {SCHEMA_VERSION}")
+        unknown = set(data) - known
+        extra = dict(data.get("extra") or {})
+        extra.update({k: data[k] for k in unknown})  # keep fields from other tools instead of dropping them
+        return cls(**{k: v for k, v in data.items() if k in known and k != "extra"}, extra=extra)
+
+
+def write_jsonl(path: str | os.PathLike, records: Iterable[Turn | dict], append: bool = True) -> int:
+    """Write records one JSON object a line; flushes and fsyncs so a killed process loses nothing written."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    count = 0
+    with open(path, "a" if append else "w", encoding="utf-8") as handle:
+        for record in records:
+            data = record.to_dict() if isinstance(record, Turn) else record
+            handle.write(json.dumps(data, ensure_ascii=False) + "\n")
+            count += 1
+        handle.flush()
+        os.fsync(handle.fileno())
+    return count
+
+
+def iter_jsonl(path: str | os.PathLike) -> Iterator[dict[str, Any]]:
+    """Yield the JSON objects of a JSONL file; a torn last line (a killed writer) is skipped, any other bad
+    line raises ValueError with its line number."""
+    with open(path, encoding="utf-8") as handle:
+        lines = handle.readlines()
+    for number, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            yield json.loads(line)
+        except json.JSONDecodeError as exc:
+            if number == len(lines) and not line.endswith("\n"):
+                return  # an interrupted final write
+            raise ValueError(f"{path}:{number}: not valid JSON ({exc.msg})") from None
+
+
+def read_turns(path: str | os.PathLike) -> list[Turn]:
+    return [Turn.from_dict(d) for d in iter_jsonl(path)]
