@@ -1,0 +1,248 @@
+"""`EnvPool`: many SequenceEnvs stepped together, spread over worker processes.
+
+Engines are not thread-safe (TextWorld, the ScienceWorld JVM bridge), so parallelism is by process. Env i
+lives in worker ``i % workers``; ``workers=0`` keeps every env in this process (debugging, tests).
+
+    pool = EnvPool([env_fn(\"SkillRise-WebShop-v0\", K=3)] * 8, workers=2)
+    obs, info = pool.reset(0, seed=1)
+    results = pool.step_many({0: \"search[red shoes]\", 3: \"click[buy now]\"})  # {i: (obs, r, term, trunc, info)}
+    pool.close()
+
+Gymnasium's own vector envs were not used: they auto-reset, step every env in lock-step, and batch
+observations into arrays, none of which fits episodes of different lengths with text observations.
+
+Failures: an exception raised by an env is re-raised here (same type when picklable). A worker that dies
+(killed, segfault) or exceeds `timeout` raises `WorkerError` naming the env indices that were lost; the
+worker is restarted and those envs must be reset again.
+"""
+
+from __future__ import annotations
+
+import functools
+import multiprocessing as mp
+import traceback
+from typing import Any, Callable, Mapping, Sequence
+
+import gymnasium as gym
+
+from skillrise_gym.backends.base import SkillRiseError
+
+EnvFn = Callable[[], gym.Env]
+
+
+class WorkerError(SkillRiseError, RuntimeError):
+    """A worker process died or timed out; `indices` are the envs whose episodes were lost."""
+
+    def __init__(self, message: str, indices: Sequence[int]) -> None:
+        super().__init__(message)
+        self.indices = list(indices)
+
+
+def env_fn(env_id: str, **kwargs: Any) -> EnvFn:
+    """A picklable constructor for `EnvPool`: a registered gym id, or a backend name for `SequenceEnv`."""
+    if env_id.startswith("SkillRise-"):
+        return functools.partial(_make_registered, env_id, **kwargs)
+    return functools.partial(_make_sequence_env, env_id, **kwargs)
+
+
+def _make_registered(env_id: str, **kwargs: Any) -> gym.Env:
+    import skillrise_gym  # noqa: F401  (registers the ids in a fresh worker)
+
+    return gym.make(env_id, **kwargs)
+
+
+def _make_sequence_env(backend: str, **kwargs: Any) -> gym.Env:
+    from skillrise_gym.env import SequenceEnv
+
+    return SequenceEnv(backend=backend, **kwargs)
+
+
+def _run(env: gym.Env, command: str, payload: Any) -> Any:
+    if command == "reset":
+        seed, options = payload
+        return env.reset(seed=seed, options=options)
+    if command == "step":
+        return env.step(payload)
+    if command == "call":
+        name, args, kwargs = payload
+        target = getattr(env.unwrapped, name)
+        return target(*args, **kwargs) if callable(target) else target
+    raise ValueError(f"unknown command {command!r}")
+
+
+def _worker_main(conn, env_fns: dict[int, EnvFn]) -> None:
+    envs: dict[int, gym.Env] = {}
+    try:
+        while True:
+            message = conn.recv()
+            if message is None:
+                break
+            replies = {}
+            for index, (command, payload) in message.items():
+                try:
+                    if index not in envs:
+                        envs[index] = env_fns[index]()
+                    replies[index] = ("ok", _run(envs[index], command, payload))
+                except Exception as exc:  # sent back and re-raised in the parent
+                    replies[index] = ("error", _portable(exc))
+            conn.send(replies)
+    except (EOFError, KeyboardInterrupt):
+        pass
+    finally:
+        for env in envs.values():
+            try:
+                env.close()
+            except Exception:
+                pass
+
+
+def _portable(exc: Exception) -> Exception:
+    """The exception itself when it survives pickling, else a RuntimeError carrying its text."""
+    import pickle
+
+    text = "".join(traceback.format_exception(exc))
+    try:
+        pickle.loads(pickle.dumps(exc))
+        exc.args = exc.args or (str(exc),)
+        exc.worker_traceback = text  # type: ignore[attr-defined]
+        return exc
+    except Exception:
+        return RuntimeError(f"{type(exc).__name__}: {exc}\n{text}")
+
+
+class EnvPool:
+    """`len(env_fns)` envs in `workers` processes (0: in this process)."""
+
+    def __init__(self, env_fns: Sequence[EnvFn], workers: int = 0, timeout: float | None = None,
+                 start_method: str = "spawn") -> None:
+        if workers < 0:
+            raise ValueError("workers must be >= 0")
+        self.env_fns = list(env_fns)
+        self.num_envs = len(self.env_fns)
+        self.workers = min(workers, self.num_envs)
+        self.timeout = timeout
+        self._ctx = mp.get_context(start_method)
+        self._local: dict[int, gym.Env] = {}
+        self._procs: list[Any] = [None] * self.workers
+        self._conns: list[Any] = [None] * self.workers
+        for w in range(self.workers):
+            self._start_worker(w)
+        self.closed = False
+
+    # ------------------------------------------------------------------ public API
+    def reset(self, index: int, seed: int | None = None, options: Mapping[str, Any] | None = None):
+        return self._one(index, "reset", (seed, dict(options) if options else None))
+
+    def reset_many(self, requests: Mapping[int, tuple[int | None, Mapping[str, Any] | None]]) -> dict[int, Any]:
+        return self._many({i: ("reset", (s, dict(o) if o else None)) for i, (s, o) in requests.items()})
+
+    def step(self, index: int, action: str):
+        return self._one(index, "step", action)
+
+    def step_many(self, actions: Mapping[int, str]) -> dict[int, Any]:
+        return self._many({i: ("step", a) for i, a in actions.items()})
+
+    def call(self, index: int, name: str, *args: Any, **kwargs: Any) -> Any:
+        """Call a method (or read an attribute) of env `index`'s unwrapped env."""
+        return self._one(index, "call", (name, args, kwargs))
+
+    def close(self) -> None:
+        if getattr(self, "closed", True):
+            return
+        self.closed = True
+        for env in self._local.values():
+            env.close()
+        for w in range(self.workers):
+            self._stop_worker(w)
+
+    def __enter__(self) -> "EnvPool":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __del__(self) -> None:
+        try:
+            self.close()
+        except Exception:
+            pass
+
+    # ------------------------------------------------------------------ plumbing
+    def _one(self, index: int, command: str, payload: Any) -> Any:
+        return self._many({index: (command, payload)})[index]
+
+    def _many(self, commands: Mapping[int, tuple[str, Any]]) -> dict[int, Any]:
+        if self.closed:
+            raise RuntimeError("EnvPool is closed")
+        for index in commands:
+            if not 0 <= index < self.num_envs:
+                raise IndexError(f"env index {index} out of range (pool has {self.num_envs} envs)")
+        if self.workers == 0:
+            replies = {}
+            for index, (command, payload) in commands.items():
+                if index not in self._local:
+                    self._local[index] = self.env_fns[index]()
+                try:
+                    replies[index] = ("ok", _run(self._local[index], command, payload))
+                except Exception as exc:
+                    replies[index] = ("error", exc)
+            return self._unpack(replies)
+
+        by_worker: dict[int, dict[int, tuple[str, Any]]] = {}
+        for index, item in commands.items():
+            by_worker.setdefault(index % self.workers, {})[index] = item
+        for w, batch in by_worker.items():
+            try:
+                self._conns[w].send(batch)
+            except (BrokenPipeError, OSError):
+                pass  # noticed when receiving
+        replies: dict[int, Any] = {}
+        failure: WorkerError | None = None
+        for w, batch in by_worker.items():
+            try:
+                if self.timeout is not None and not self._conns[w].poll(self.timeout):
+                    raise TimeoutError(f"no answer within {self.timeout} s")
+                replies.update(self._conns[w].recv())
+            except (EOFError, OSError, TimeoutError) as exc:
+                lost = [i for i in range(self.num_envs) if i % self.workers == w]
+                reason = "timed out" if isinstance(exc, TimeoutError) else "died"
+                code = self._procs[w].exitcode
+                self._stop_worker(w)
+                self._start_worker(w)
+                failure = failure or WorkerError(
+                    f"worker {w} {reason} (exit code {code}); the episodes of envs {lost} were lost: reset them",
+                    lost,
+                )
+        if failure is not None:
+            raise failure
+        return self._unpack(replies)
+
+    @staticmethod
+    def _unpack(replies: Mapping[int, tuple[str, Any]]) -> dict[int, Any]:
+        for status, value in replies.values():
+            if status == "error":
+                raise value
+        return {i: value for i, (_status, value) in replies.items()}
+
+    def _start_worker(self, w: int) -> None:
+        parent, child = self._ctx.Pipe()
+        fns = {i: fn for i, fn in enumerate(self.env_fns) if i % self.workers == w}
+        proc = self._ctx.Process(target=_worker_main, args=(child, fns), daemon=True, name=f"skillrise-env-{w}")
+        proc.start()
+        child.close()
+        self._procs[w], self._conns[w] = proc, parent
+
+    def _stop_worker(self, w: int) -> None:
+        proc, conn = self._procs[w], self._conns[w]
+        if proc is None:
+            return
+        try:
+            conn.send(None)
+        except (BrokenPipeError, OSError):
+            pass
+        proc.join(timeout=10)
+        if proc.is_alive():
+            proc.kill()
+            proc.join(timeout=5)
+        conn.close()
+        self._procs[w] = self._conns[w] = None
