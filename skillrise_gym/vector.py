@@ -207,7 +207,7 @@ class EnvPool:
                 lost = [i for i in range(self.num_envs) if i % self.workers == w]
                 reason = "timed out" if isinstance(exc, TimeoutError) else "died"
                 code = self._procs[w].exitcode
-                self._stop_worker(w)
+                self._stop_worker(w, kill=True)
                 self._start_worker(w)
                 failure = failure or WorkerError(
                     f"worker {w} {reason} (exit code {code}); the episodes of envs {lost} were lost: reset them",
@@ -232,14 +232,17 @@ class EnvPool:
         child.close()
         self._procs[w], self._conns[w] = proc, parent
 
-    def _stop_worker(self, w: int) -> None:
+    def _stop_worker(self, w: int, kill: bool = False) -> None:
         proc, conn = self._procs[w], self._conns[w]
         if proc is None:
             return
-        try:
-            conn.send(None)
-        except (BrokenPipeError, OSError):
-            pass
+        if kill:  # a dead or hung worker: do not wait for it
+            proc.kill()
+        else:
+            try:
+                conn.send(None)
+            except (BrokenPipeError, OSError):
+                pass
         proc.join(timeout=10)
         if proc.is_alive():
             proc.kill()

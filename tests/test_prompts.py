@@ -1,0 +1,88 @@
+"""Prompt rendering and output parsing edge cases."""
+
+import pytest
+
+from skillrise_gym import prompts
+from skillrise_gym.prompts import EMPTY_SKILL_PLACEHOLDER, Step, parse_action, parse_skill
+
+
+@pytest.mark.parametrize(
+    "text, action, valid",
+    [
+        ("<action>go to fridge 1</action>", "go to fridge 1", True),
+        ("Reasoning...\n<action> Go To Fridge 1 </action>", "go to fridge 1", True),  # alfworld lower-cases
+        ("<ACTION>open drawer 2</ACTION>", "open drawer 2", True),
+        ("<action>a</action> then <action>b</action>", "a", True),  # first block wins
+        ("no tags at all: look", "no tags at all: look", False),
+        ("<action>unclosed", "<action>unclosed", False),
+        ("</action>reversed<action>", "</action>reversed<action>", False),
+        ("<action></action>", "", False),
+        ("<action>take\x00 apple\x07</action>", "take apple", True),
+        ("<action>go to\n fridge 1</action>", "go to fridge 1", True),
+    ],
+)
+def test_parse_action(text, action, valid):
+    parsed = parse_action(text, "alfworld")
+    assert (parsed.action, parsed.valid) == (action, valid)
+
+
+def test_scienceworld_actions_keep_case():
+    assert parse_action("<action>focus on Red Wire</action>", "scienceworld").action == "focus on Red Wire"
+
+
+@pytest.mark.parametrize(
+    "text, document, valid",
+    [
+        ("think\n<skill>\n## Workflow\n1. look\n</skill>", "## Workflow\n1. look", True),
+        ("<skill>old</skill> revised: <skill>new</skill>", "new", True),  # last block wins
+        ("just a document", "just a document", False),
+        ("<skill>unclosed", "<skill>unclosed", False),
+        ("<skill></skill>", "", True),
+        ("<skill>" + "y" * 5000 + "</skill>", "y" * 4000, True),
+    ],
+)
+def test_parse_skill(text, document, valid):
+    parsed = parse_skill(text)
+    assert (parsed.document, parsed.valid) == (document, valid)
+
+
+def test_parsers_reject_non_strings():
+    with pytest.raises(TypeError):
+        parse_action(None)
+    with pytest.raises(TypeError):
+        parse_skill(b"<skill>x</skill>")
+
+
+def test_solve_prompt_has_every_part():
+    text = prompts.solve_prompt(
+        "alfworld", skill_document="", task="put a mug in the sink.", observation="You see a mug 1.",
+        history=[Step("go to sink 1", "You arrive at sink 1.")], admissible_actions=["look", "take mug 1"],
+    )
+    for part in (EMPTY_SKILL_PLACEHOLDER, "put a mug in the sink.", "You see a mug 1.", "go to sink 1",
+                 "You arrive at sink 1.", "- take mug 1", "<action>"):
+        assert part in text
+
+
+def test_solve_prompt_history_window_and_action_help():
+    history = [Step(f"a{i}", f"o{i}") for i in range(30)]
+    text = prompts.solve_prompt("webshop", skill_document="doc", task="t", observation="o",
+                                history=history, admissible_actions=None, action_help="search[...] or click[...]")
+    assert "last 5 of 30" in text and "[Step 30] Action: a29" in text and "a24" not in text
+    assert "search[...] or click[...]" in text and "doc" in text
+
+
+def test_curate_prompt_includes_task_trajectory_and_outcome():
+    text = prompts.curate_prompt("webshop", skill_document="keep this", task="buy red shoes under $30",
+                                 history=[Step("search[red shoes]", "Results ...")], success=False)
+    for part in ("keep this", "buy red shoes under $30", "search[red shoes]", "FAILURE", "<skill>", "price limit"):
+        assert part in text
+
+
+def test_huge_observations_are_cut_in_the_middle():
+    text = prompts.solve_prompt("toy", skill_document="", task="t", observation="a" * 50_000 + "END")
+    assert "characters cut" in text and text.count("a") < 10_000 and "END" in text
+
+
+def test_unknown_benchmark_profile():
+    with pytest.raises(ValueError, match="no prompt profile"):
+        prompts.solve_prompt("nethack", skill_document="", task="t", observation="o")
