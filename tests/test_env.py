@@ -274,3 +274,12 @@ def test_import_is_light():
     code = "import sys, skillrise_gym; print(sorted(m for m in ('torch','transformers','textworld','alfworld','scienceworld','bm25s') if m in sys.modules))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
+
+
+def test_gymnasium_vector_envs_accept_sequence_envs():
+    envs = gym.vector.SyncVectorEnv([lambda: SequenceEnv("toy", K=2) for _ in range(2)])
+    obs, infos = envs.reset(seed=3)
+    assert list(obs["role"]) == [0, 0] and len(obs["prompt"]) == 2
+    obs, rewards, terminated, truncated, infos = envs.step(("look", "look"))
+    assert rewards.shape == (2,) and not terminated.any()
+    envs.close()
