@@ -1,0 +1,453 @@
+"""The ScienceWorld backend: the real simulator (the `scienceworld` package's JVM, through py4j).
+
+Conventions (see docs/scienceworld.md for the user-facing version):
+
+* Tasks: every variation of the 30 tasks; splits are the engine's own train/dev/test variation lists.
+  `Task.id` is "<task name>-<variation>" (e.g. "boil-21"); payload {task_name, variation, simplifications}.
+* Success is score >= 100 (the engine's own completion). A negative score (the wrong-focus failure, -100)
+  ends the task as a failure. The engine's tick-based step limit is not applied: `SequenceEnv` counts
+  agent steps (`default_max_task_steps` = 30, as the reference).
+* Fast step: only the four server calls that define the transition (step, score, completed, moves). The
+  stock `ScienceWorldEnv.step` also fetches look, inventory, task description and the valid-action list on
+  every step, which is 10x slower.
+* RNG convention: computing the valid-action list draws from the simulator's global RNG (and bees, wandering
+  animals... draw from it on every tick). `admissible_actions()` and `action_help()` save and restore that
+  RNG, so asking for them never changes what happens next: the world evolves exactly as if they were never
+  called. (The stock `step`, which computes the list on every step, therefore diverges from us on the
+  tasks whose ticks use the RNG: grow-fruit and the mendelian-genetics tasks.)
+* Determinism: one JVM is reused across tasks, started with -XX:hashCode=2, under which worlds do not
+  depend on load history (the same task plays identically whatever was loaded before, in any process).
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, Sequence
+
+from skillrise_gym.backends import require
+from skillrise_gym.backends.base import Backend, EngineError, StepResult
+from skillrise_gym.backends.scienceworld import catalog
+from skillrise_gym.backends.scienceworld.jvm import ScienceWorldJVM, find_java
+from skillrise_gym.tasks import Task
+
+logger = logging.getLogger(__name__)
+
+UNKNOWN_ACTION = "No known action matches that input."
+SIMPLIFICATIONS = ("teleportAction", "selfWateringFlowerPots", "openContainers", "openDoors", "noElectricalAction")
+FAMILY_MODES = ("task", "topic")
+DIFFICULTY_MODES = ("cached", "gold", "fallback")
+
+
+def _check_simplifications(value: str, task_name: str | None = None) -> str:
+    parts = [p for p in value.split(",") if p]
+    unknown = [p for p in parts if p not in SIMPLIFICATIONS and p != "easy"]
+    if unknown:
+        raise ValueError(
+            f"unknown ScienceWorld simplification(s) {unknown}; known: easy, {', '.join(SIMPLIFICATIONS)} (comma-separated)"
+        )
+    if task_name and ("power-component" in task_name or "conductivity" in task_name) and "noElectricalAction" in parts:
+        raise ValueError(f"task {task_name!r} needs electrical actions; remove 'noElectricalAction' from simplifications")
+    return ",".join(parts)
+
+
+@dataclass
+class _Episode:
+    """The task being played and what is needed to replay it (after a gold-path computation)."""
+
+    task: Task
+    task_name: str
+    variation: int
+    simplifications: str
+    description: str
+    actions: list[str] = field(default_factory=list)
+    observation: str = ""
+    score: int = 0
+    done: bool = False
+    gold: list[str] | None = None
+
+
+class ScienceWorldBackend(Backend):
+    """ScienceWorld on its JVM. Options (all keyword, all passed through `backend_options` of `gym.make`):
+
+    simplifications: comma-separated engine simplifications, default "easy" (all of them, as the reference).
+    family: "task" (default: each of the 30 tasks is a family) or "topic" (the 10 topics of tasks.json).
+    tasks: restrict to these task names (default: all 30).
+    difficulty: "cached" (default: gold path length where cached on disk, else the per-task fallback),
+        "gold" (compute missing gold paths in `list_tasks`: slow, 0.1-9 s per variation), "fallback".
+    max_heap: JVM -Xmx value (default "1g"; None for the JVM default, which grows to several GB).
+    deterministic: start the JVM with -XX:hashCode=2 (default True; see module docstring).
+    jvm_options: extra JVM options.
+    java: path or name of the java executable (default: $SCIWORLD_JAVA_HOME, $JAVA_HOME, then PATH).
+    call_timeout: seconds one engine call may take before the JVM is declared hung and killed.
+    max_action_chars: longer actions are answered with the engine's unknown-action message without being
+        sent (no ScienceWorld action is anywhere near this long).
+    """
+
+    benchmark: ClassVar[str] = "scienceworld"
+    splits: ClassVar[tuple[str, ...]] = catalog.SPLITS
+    default_max_task_steps: ClassVar[int] = 30
+    admissible_by_default: ClassVar[bool] = False
+
+    def __init__(
+        self,
+        simplifications: str = "easy",
+        family: str = "task",
+        tasks: Sequence[str] | None = None,
+        difficulty: str = "cached",
+        max_heap: str | None = "1g",
+        deterministic: bool = True,
+        jvm_options: Sequence[str] = (),
+        java: str | None = None,
+        call_timeout: float | None = 300.0,
+        max_action_chars: int = 1000,
+    ) -> None:
+        require("scienceworld", "scienceworld", "The ScienceWorld backend")
+        if family not in FAMILY_MODES:
+            raise ValueError(f"family must be one of {FAMILY_MODES}, not {family!r}")
+        if difficulty not in DIFFICULTY_MODES:
+            raise ValueError(f"difficulty must be one of {DIFFICULTY_MODES}, not {difficulty!r}")
+        self.simplifications = _check_simplifications(simplifications)
+        self.family = family
+        self.task_names = [catalog.check_task_name(t) for t in tasks] if tasks else catalog.task_names()
+        self.difficulty_mode = difficulty
+        self.max_heap = max_heap
+        self.deterministic = deterministic
+        self.jvm_options = tuple(jvm_options)
+        self.java = find_java(java)  # fail now, with the fix in the message, rather than at the first reset
+        self.call_timeout = call_timeout
+        self.max_action_chars = max_action_chars
+        self._jvm: ScienceWorldJVM | None = None
+        self._episode: _Episode | None = None
+        self._splits: dict[str, dict[str, list[int]]] | None = None
+        self._max_variations: dict[str, int] = {}
+        #: how many JVMs this backend has started (the first, plus restarts after crashes)
+        self.jvm_starts = 0
+
+    # ------------------------------------------------------------------ JVM
+    def _engine(self) -> ScienceWorldJVM:
+        """The running JVM, starting one (or a replacement for a dead one) when needed."""
+        if self._jvm is None or not self._jvm.alive:
+            if self._jvm is not None:
+                logger.warning("ScienceWorld JVM is gone (%s); starting a new one", self._jvm.dead_reason)
+                self._jvm.close()
+            self._jvm = ScienceWorldJVM(
+                java=self.java,
+                max_heap=self.max_heap,
+                deterministic=self.deterministic,
+                extra_jvm_options=self.jvm_options,
+                call_timeout=self.call_timeout,
+            )
+            self.jvm_starts += 1
+        return self._jvm
+
+    def _live_engine(self) -> ScienceWorldJVM:
+        """The JVM holding the current task; never restarts one (a new JVM has lost the task)."""
+        if self._jvm is None or not self._jvm.alive:
+            self._episode = None
+            reason = self._jvm.dead_reason if self._jvm is not None else "not started"
+            raise EngineError(f"the ScienceWorld JVM holding this task is gone ({reason}); reset to continue")
+        return self._jvm
+
+    @property
+    def jvm_pid(self) -> int | None:
+        """Process id of the current JVM (None before the first start or after close)."""
+        return self._jvm.pid if self._jvm is not None and self._jvm.alive else None
+
+    def close(self) -> None:
+        if self._jvm is not None:
+            self._jvm.close()
+            self._jvm = None
+        self._episode = None
+
+    # ------------------------------------------------------------------ tasks
+    def split_variations(self) -> dict[str, dict[str, list[int]]]:
+        """task name -> split -> variation indices, from the engine (cached on disk per engine version)."""
+        if self._splits is None:
+            data = catalog.load_cached_splits()
+            if data is None:
+                data = self._read_splits_from_engine()
+                catalog.save_splits(data)
+            self._splits = data
+        return self._splits
+
+    def _read_splits_from_engine(self) -> dict[str, dict[str, list[int]]]:
+        jvm = self._engine()
+        server = jvm.server
+        set_task = getattr(server, "taskStr_$eq")
+        previous = jvm.call("taskStr", server.taskStr)
+        data: dict[str, dict[str, list[int]]] = {}
+        for name in catalog.task_names():
+            jvm.call("set task", set_task, name)
+            data[name] = {
+                split: _parse_int_list(jvm.call(f"variations of {name}", getter().toString))
+                for split, getter in (
+                    ("train", server.getVariationsTrain),
+                    ("dev", server.getVariationsDev),
+                    ("test", server.getVariationsTest),
+                )
+            }
+        jvm.call("set task", set_task, previous)
+        return data
+
+    def max_variations(self, task_name: str) -> int:
+        if task_name not in self._max_variations:
+            table = self.split_variations()[catalog.check_task_name(task_name)]
+            self._max_variations[task_name] = max(max(v, default=-1) for v in table.values()) + 1
+        return self._max_variations[task_name]
+
+    def family_of(self, task_name: str) -> str:
+        return catalog.task_topics()[task_name] if self.family == "topic" else task_name
+
+    def list_tasks(self, split: str) -> list[Task]:
+        self.check_split(split)
+        table = self.split_variations()
+        lengths: dict[tuple[str, int], int] = {}
+        if self.difficulty_mode != "fallback":
+            lengths = catalog.cached_gold_lengths(self.simplifications, self.deterministic)
+        tasks = []
+        for name in self.task_names:
+            for variation in table[name][split]:
+                length = lengths.get((name, variation))
+                if length is None and self.difficulty_mode == "gold":
+                    length = len(self.gold_actions(name, variation))
+                tasks.append(
+                    Task(
+                        benchmark=self.benchmark,
+                        id=f"{name}-{variation}",
+                        family=self.family_of(name),
+                        difficulty=float(length if length is not None else catalog.TYPICAL_GOLD_LENGTH[name]),
+                        split=split,
+                        payload={"task_name": name, "variation": variation, "simplifications": self.simplifications},
+                    )
+                )
+        return tasks
+
+    def make_task(self, task_name: str, variation: int, split: str | None = None) -> Task:
+        """A `Task` for any (task name, variation), e.g. to replay a recorded one."""
+        catalog.check_task_name(task_name)
+        if split is None:
+            table = self.split_variations()[task_name]
+            split = next((s for s in self.splits if variation in table[s]), "train")
+        length = catalog.read_gold(self.simplifications, self.deterministic, task_name, variation)
+        return Task(
+            benchmark=self.benchmark,
+            id=f"{task_name}-{variation}",
+            family=self.family_of(task_name),
+            difficulty=float(len(length) if length is not None else catalog.TYPICAL_GOLD_LENGTH[task_name]),
+            split=split,
+            payload={"task_name": task_name, "variation": variation, "simplifications": self.simplifications},
+        )
+
+    # ------------------------------------------------------------------ episodes
+    def _task_args(self, task: Task) -> tuple[str, int, str]:
+        payload = task.payload
+        if task.benchmark != self.benchmark:
+            raise ValueError(f"task {task.id!r} belongs to {task.benchmark!r}, not scienceworld")
+        try:
+            name = str(payload["task_name"])
+            variation = payload["variation"]
+        except KeyError as exc:
+            raise ValueError(f"task {task.id!r} has no {exc.args[0]!r} in its payload") from None
+        catalog.check_task_name(name)
+        if isinstance(variation, bool) or not isinstance(variation, int):
+            raise ValueError(f"task {task.id!r}: variation must be an int, not {variation!r}")
+        count = self.max_variations(name)
+        if not 0 <= variation < count:
+            raise ValueError(f"task {task.id!r}: variation {variation} is out of range for {name!r} (0..{count - 1})")
+        simplifications = _check_simplifications(str(payload.get("simplifications", self.simplifications)), name)
+        return name, variation, simplifications
+
+    def _load(self, name: str, variation: int, simplifications: str) -> str:
+        """Load a fresh world and make the first move ("look around", as the stock reset does)."""
+        from py4j.protocol import Py4JJavaError
+
+        jvm = self._engine()
+        try:
+            error = jvm.call("load", jvm.server.load, name, variation, simplifications, False)
+        except Py4JJavaError as exc:
+            raise ValueError(f"ScienceWorld refused to load {name} variation {variation}: {exc.java_exception}") from None
+        if error:
+            raise ValueError(f"ScienceWorld refused to load {name} variation {variation}: {error}")
+        observation, _score, _done, _moves = self._engine_step("look around")
+        return observation
+
+    def reset(self, task: Task) -> StepResult:
+        name, variation, simplifications = self._task_args(task)
+        self._episode = None
+        observation = self._load(name, variation, simplifications)
+        jvm = self._engine()
+        description = jvm.call("task description", jvm.server.getTaskDescription)
+        self._episode = _Episode(
+            task=task,
+            task_name=name,
+            variation=variation,
+            simplifications=simplifications,
+            description=description,
+            observation=observation,
+            gold=catalog.read_gold(simplifications, self.deterministic, name, variation),
+        )
+        return StepResult(observation=observation, info=self._info(0, 0, 1))
+
+    def _engine_step(self, action: str) -> tuple[str, int, bool, int]:
+        """One transition with the four calls that define it: observation, score (-100..100), done, moves."""
+        from py4j.protocol import Py4JJavaError
+
+        jvm = self._live_engine()
+        server = jvm.server
+        if len(action) > self.max_action_chars:
+            return UNKNOWN_ACTION, int(round(100 * jvm.call("score", server.getScore))), False, int(
+                jvm.call("moves", server.getNumMoves)
+            )
+        try:
+            observation = jvm.call("step", server.step, action)
+            score = int(round(100 * jvm.call("score", server.getScore)))
+            completed = bool(jvm.call("completed", server.getCompleted))
+            moves = int(jvm.call("moves", server.getNumMoves))
+        except Py4JJavaError as exc:
+            # The engine threw inside its own step: the world may be half-updated, so the task is lost.
+            raise EngineError(f"ScienceWorld raised an exception on action {action[:80]!r}: {exc.java_exception}") from None
+        # A negative score is the engine's task failure (e.g. focusing on the wrong object); the stock
+        # wrapper ends the episode on it, and so do we.
+        return str(observation), score, completed or score < 0, moves
+
+    def _info(self, score: int, previous: int, moves: int) -> dict[str, Any]:
+        ep = self._episode
+        return {
+            "score_raw": score,
+            "score01": max(score, 0) / 100.0,
+            "score_delta": score - previous,
+            "moves": moves,
+            "failed": score < 0,
+            "task_name": ep.task_name if ep else None,
+            "variation": ep.variation if ep else None,
+        }
+
+    def step(self, action: str) -> StepResult:
+        ep = self._require_episode()
+        action = str(action)
+        try:
+            observation, score, done, moves = self._engine_step(action)
+        except EngineError:
+            self._episode = None  # the task in flight is lost; the next reset restarts the JVM if needed
+            raise
+        previous = ep.score
+        ep.actions.append(action)
+        ep.observation, ep.score, ep.done = observation, score, done
+        info = self._info(score, previous, moves)
+        info["unknown_action"] = observation == UNKNOWN_ACTION
+        return StepResult(observation=observation, score=float(score), done=done, success=score >= 100, info=info)
+
+    def _require_episode(self) -> _Episode:
+        if self._episode is None:
+            raise RuntimeError("no ScienceWorld task is loaded: call reset(task) first (or again, after an EngineError)")
+        return self._episode
+
+    def task_description(self) -> str:
+        return self._require_episode().description
+
+    # ------------------------------------------------------------------ action lists
+    def _without_rng_side_effects(self, what: str, fn: Any) -> Any:
+        """Run `fn` and restore the simulator's global RNG, so observing the world never changes its future."""
+        jvm = self._live_engine()
+        try:
+            state = jvm.call("read RNG", jvm.rng_state)
+            try:
+                return fn()
+            finally:
+                if jvm.alive:
+                    jvm.call("restore RNG", jvm.set_rng_state, state)
+        except EngineError:
+            self._episode = None
+            raise
+
+    def admissible_actions(self) -> list[str]:
+        """The engine's full valid action list for the current state (slow: 10-100 ms)."""
+        self._require_episode()
+        jvm = self._live_engine()
+        return self._without_rng_side_effects(
+            "valid actions",
+            lambda: jvm.call("valid actions", lambda: jvm.strings(jvm.server.getValidActionObjectCombinations())),
+        )
+
+    def action_templates(self) -> tuple[list[str], list[str]]:
+        """(action templates such as "open OBJ", objects visible now): two cheap calls."""
+        self._require_episode()
+        jvm = self._live_engine()
+
+        def fetch() -> tuple[list[str], list[str]]:
+            templates = jvm.call("action templates", lambda: jvm.strings(jvm.server.getPossibleActions()))
+            objects = jvm.call("objects", lambda: jvm.strings(jvm.server.getPossibleObjects()))
+            return templates, objects
+
+        return self._without_rng_side_effects("action templates", fetch)
+
+    def action_help(self) -> str:
+        """Action templates and current objects, in the reference's prompt wording."""
+        templates, objects = self.action_templates()
+        return (
+            f"Valid_actions: {', '.join(templates)}, OBJ needs to be replaced with one of the following objects: "
+            f"{', '.join(objects)}\nexample: focus on door"
+        )
+
+    # ------------------------------------------------------------------ expert
+    def gold_actions(self, task_name: str, variation: int, simplifications: str | None = None) -> list[str]:
+        """The engine's gold action sequence (from the disk cache, else computed and cached).
+
+        Computing it reloads the world; a task in progress is replayed afterwards, so it is not disturbed.
+        """
+        simplifications = self.simplifications if simplifications is None else simplifications
+        cached = catalog.read_gold(simplifications, self.deterministic, task_name, variation)
+        if cached is not None:
+            return cached
+        from py4j.protocol import Py4JJavaError
+
+        jvm = self._engine()
+        server = jvm.server
+        try:
+            error = jvm.call("gold path", server.load, task_name, variation, simplifications, True)
+        except Py4JJavaError as exc:
+            raise ValueError(f"ScienceWorld could not make a gold path for {task_name} {variation}: {exc.java_exception}") from None
+        # load(..., True) leaves the flag on, and every later reset() would regenerate the gold path.
+        jvm.call("gold flag", getattr(server, "goldPathGenerationEnabled_$eq"), False)
+        if error:
+            raise ValueError(f"ScienceWorld could not make a gold path for {task_name} {variation}: {error}")
+        gold = jvm.call("gold path", lambda: jvm.strings(server.getGoldActionSequence()))
+        catalog.write_gold(simplifications, self.deterministic, task_name, variation, gold)
+        self._replay_episode()
+        return gold
+
+    def _replay_episode(self) -> None:
+        """Rebuild the current task's state after the world was reloaded (deterministic, see module doc)."""
+        ep = self._episode
+        if ep is None:
+            return
+        observation = self._load(ep.task_name, ep.variation, ep.simplifications)
+        for action in ep.actions:
+            observation, _score, _done, _moves = self._engine_step(action)
+        if observation != ep.observation:
+            self._episode = None
+            raise EngineError(f"replaying task {ep.task.id} after a gold-path computation did not reproduce its state")
+
+    def expert_action(self) -> str | None:
+        """The next gold action while the agent has followed the gold path so far; None once it has left it
+        (the engine's gold path is a fixed plan, not a policy) or when the task is over."""
+        ep = self._require_episode()
+        if ep.done:
+            return None
+        if ep.gold is None:
+            try:
+                ep.gold = self.gold_actions(ep.task_name, ep.variation, ep.simplifications)
+            except EngineError:
+                self._episode = None
+                raise
+        k = len(ep.actions)
+        if k >= len(ep.gold) or ep.actions != ep.gold[:k]:
+            return None
+        return ep.gold[k]
+
+
+def _parse_int_list(text: str) -> list[int]:
+    """Parse a Java List's toString(), e.g. "[0, 1, 2]" (one transfer instead of one per element)."""
+    inner = text.strip().strip("[]").strip()
+    return [int(part) for part in inner.split(",")] if inner else []
