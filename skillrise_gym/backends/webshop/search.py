@@ -1,0 +1,122 @@
+"""BM25 product search standing in for upstream's pyserini/Lucene index (no JVM needed).
+
+Same documents as upstream's index: lower(Title + ' ' + Description + ' ' + BulletPoints[0] + ' ' + option
+text), option text = ', and '.join(f"{name}: {', '.join(values)}"). Same analysis chain as Anserini's default
+English analyzer, approximated: a StandardTokenizer-like tokenizer (letters/digits, with inner '.' and
+apostrophes kept, as in "3.5" and "don't"), possessive "'s" removal, lower-casing, Lucene's 33 English
+stopwords, the Porter stemmer (PyStemmer's 'porter'). Scoring: bm25s with method 'lucene', k1=0.9, b=0.4
+(pyserini's defaults). Top 50 documents that match at least one query term; ties broken by document order,
+as Lucene breaks them by doc id.
+
+Differences to expect against pyserini: Lucene stores document lengths in one lossy byte (so long
+documents with slightly different lengths tie), its StandardTokenizer follows full Unicode UAX#29 rules,
+and its Porter stemmer differs from the original algorithm on a handful of words; rankings agree on most
+queries and differ mostly among near-ties.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+
+#: Lucene's EnglishAnalyzer.ENGLISH_STOP_WORDS_SET
+LUCENE_STOPWORDS = frozenset(
+    "a an and are as at be but by for if in into is it no not of on or such that the their then there these "
+    "they this to was will with".split()
+)
+SEARCH_RETURN_N = 50
+PRODUCT_WINDOW = 10
+#: Lucene's default BooleanQuery clause limit: more distinct terms than this made upstream's search fail
+MAX_CLAUSES = 1024
+INDEX_VERSION = 1
+
+_TOKEN = re.compile(r"\w+(?:['’.]\w+)*", re.UNICODE)
+
+
+class Analyzer:
+    """Anserini-like English analysis: tokenize, drop possessives, lower-case, drop stopwords, Porter-stem."""
+
+    def __init__(self) -> None:
+        import Stemmer  # PyStemmer
+
+        self._stemmer = Stemmer.Stemmer("porter")
+
+    def __call__(self, text: str) -> list[str]:
+        tokens = []
+        for token in _TOKEN.findall(text):
+            token = token.lower()
+            if token.endswith(("'s", "’s")):
+                token = token[:-2]
+            if token and token not in LUCENE_STOPWORDS:
+                tokens.append(token)
+        return self._stemmer.stemWords(tokens)
+
+
+def document_text(product: dict[str, Any]) -> str:
+    """The text upstream indexed for a product."""
+    option_text = ", and ".join(f"{name}: {', '.join(values)}" for name, values in product["options"].items())
+    bullets = product["BulletPoints"]
+    first_bullet = bullets[0] if bullets else ""
+    return f"{product['Title']} {product['Description']} {first_bullet} {option_text}".lower()
+
+
+class SearchEngine:
+    """A bm25s index over the catalog; `search(query)` returns up to 50 product indices, best first."""
+
+    def __init__(self, products: Sequence[dict[str, Any]], cache_folder: Path | None = None) -> None:
+        import bm25s
+
+        self.analyzer = Analyzer()
+        self.n_docs = len(products)
+        loaded = False
+        if cache_folder is not None and (cache_folder / "done.json").is_file():
+            try:
+                meta = json.loads((cache_folder / "done.json").read_text())
+                if meta.get("n_docs") == self.n_docs and meta.get("version") == INDEX_VERSION:
+                    self.bm25 = bm25s.BM25.load(str(cache_folder), show_progress=False)
+                    loaded = True
+            except (OSError, ValueError):
+                loaded = False
+        if not loaded:
+            corpus = [self.analyzer(document_text(p)) or [""] for p in products]
+            self.bm25 = bm25s.BM25(k1=0.9, b=0.4, method="lucene")
+            self.bm25.index(corpus, show_progress=False)
+            if cache_folder is not None:
+                cache_folder.mkdir(parents=True, exist_ok=True)
+                self.bm25.save(str(cache_folder), show_progress=False)
+                (cache_folder / "done.json").write_text(json.dumps({"n_docs": self.n_docs, "version": INDEX_VERSION}))
+        self.loaded_from_cache = loaded
+
+    def query_terms(self, query: str) -> list[str]:
+        """Analyzed query terms that exist in the index (at most MAX_CLAUSES distinct ones, in order)."""
+        terms = [t for t in self.analyzer(query) if t in self.bm25.vocab_dict and t != ""]
+        distinct: dict[str, None] = {}
+        for t in terms:
+            if len(distinct) >= MAX_CLAUSES and t not in distinct:
+                continue
+            distinct[t] = None
+        return [t for t in terms if t in distinct]
+
+    def scores(self, query: str) -> np.ndarray:
+        """BM25 score of every document for `query` (zeros where no term matches)."""
+        terms = self.query_terms(query)
+        if not terms:
+            return np.zeros(self.n_docs, dtype=np.float32)
+        return self.bm25.get_scores(terms)
+
+    def search(self, query: str, k: int = SEARCH_RETURN_N) -> list[int]:
+        """Indices of the top-k documents with a positive score, by score then document order."""
+        scores = self.scores(query)
+        hits = np.flatnonzero(scores > 0)
+        if hits.size == 0:
+            return []
+        if hits.size > k:
+            # keep every document scoring at least the k-th best, then order exactly
+            kth = np.partition(scores[hits], hits.size - k)[hits.size - k]
+            hits = hits[scores[hits] >= kth]
+        order = np.lexsort((hits, -scores[hits]))
+        return hits[order][:k].tolist()
