@@ -1,0 +1,83 @@
+"""The agent interface the bench runner drives: observations in, text out, batched where the agent can batch.
+
+An agent gets the observations of every sequence currently waiting for an action (SOLVE and CURATE roles
+mixed) and returns one `AgentOutput` per observation, in the same order. The text goes to the env
+unchanged; the env parses ``<action>``/``<skill>`` tags itself and reports ``format_valid``.
+
+The last `info` of each env rides along (`infos`), so agents that read env-side facts work across worker
+processes: the expert reads ``info["expert_action"]`` (the runner asks the env for it through
+`Agent.needs_expert_info`), the random agent reads the sequence id and step for its seeding.
+
+Errors: an agent that cannot produce text at all (endpoint down after its retries, a rejected key) raises
+`AgentError`; the runner then stops cleanly, keeping every finished sequence, so the same command resumes.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, Sequence
+
+from skillrise_gym.backends.base import SkillRiseError
+
+ROLE_SOLVE, ROLE_CURATE = 0, 1
+
+
+class AgentError(SkillRiseError, RuntimeError):
+    """The agent cannot produce an answer (and retrying will not help now); the message says why."""
+
+
+@dataclass
+class AgentOutput:
+    """One answer of an agent, with what it cost."""
+
+    text: str
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    latency_s: float = 0.0
+    #: agent-side notes for the record (retries used, finish reason, an accepted empty completion...)
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+class Agent(ABC):
+    """Base class of bench agents.
+
+    Subclasses set `name`, implement `act`, and may set:
+        needs_expert_info: the env must put the backend expert's next command in ``info["expert_action"]``.
+        needs_admissible: the env must list admissible actions in observations (also where it is off by
+            default, as for ScienceWorld).
+        batch_size: how many observations the agent likes per `act` call (the runner keeps at least this
+            many sequences in flight by default).
+    """
+
+    name: ClassVar[str] = "agent"
+    needs_expert_info: ClassVar[bool] = False
+    needs_admissible: ClassVar[bool] = False
+    batch_size: int = 1
+
+    @abstractmethod
+    def act(self, observations: Sequence[dict[str, Any]], infos: Sequence[dict[str, Any]] | None = None) -> list[AgentOutput]:
+        """One output per observation, in order."""
+
+    def describe(self) -> dict[str, Any]:
+        """What identifies this agent's behaviour (stored in a run's manifest; never secrets)."""
+        return {"name": self.name}
+
+    def close(self) -> None:
+        """Release what the agent holds (models, connections)."""
+
+
+def is_curate(observation: dict[str, Any]) -> bool:
+    return int(observation["role"]) == ROLE_CURATE
+
+
+def keep_document(observation: dict[str, Any]) -> str:
+    """The trivial curate answer: the current skill document, unchanged, in <skill> tags."""
+    return f"<skill>{observation.get('skill_document', '')}</skill>"
+
+
+def stable_seed(*parts: Any) -> int:
+    """A 63-bit seed from strings/ints that is the same in every process (unlike `hash`)."""
+    digest = hashlib.sha256("\x1f".join(str(p) for p in parts).encode()).digest()
+    return int.from_bytes(digest[:8], "little") >> 1

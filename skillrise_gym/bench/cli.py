@@ -1,0 +1,165 @@
+"""`skillrise-bench`: benchmark a non-RL agent on K-task sequences.
+
+    skillrise-bench --env alfworld --agent expert --K 1 3 --num-sequences 20 --out runs/alf-expert
+    skillrise-bench --env webshop --agent openai --base-url http://127.0.0.1:8000/v1 --model Qwen/Qwen3-4B \\
+        --K 1 2 4 6 --workers 2 --concurrency 8 --out runs/webshop-qwen
+    skillrise-bench --env scienceworld --agent hf --model smollm2 --K 2 --mode repeat --out runs/sw-smol
+
+Re-running a command with the same --out resumes it. Exit status: 0 done, 2 bad arguments or run
+directory, 3 the agent failed (resumable), 4 an environment failed, 130 interrupted (resumable).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any, Sequence
+
+from skillrise_gym.agents.base import Agent
+from skillrise_gym.backends.base import DataNotFoundError, MissingDependencyError, SkillRiseError
+from skillrise_gym.bench.runner import ENVS, BenchConfig, run_bench
+from skillrise_gym.bench.store import RunDirError
+
+EXIT_OK, EXIT_USAGE, EXIT_AGENT, EXIT_ENV, EXIT_INTERRUPTED = 0, 2, 3, 4, 130
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="skillrise-bench", description=__doc__.split("\n\n")[0],
+                                formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    run = p.add_argument_group("what to measure")
+    run.add_argument("--env", required=True, choices=list(ENVS), help="benchmark (toy: the unit-test backend)")
+    run.add_argument("--agent", required=True, choices=["expert", "random", "openai", "hf"])
+    run.add_argument("--K", type=int, nargs="+", default=[1, 2, 4, 6], help="sequence lengths")
+    run.add_argument("--mode", choices=["cross", "repeat"], default="cross",
+                     help="cross: K tasks of a family, easy to hard; repeat: one task K times (Pass@k)")
+    run.add_argument("--num-sequences", type=int, default=20, help="sequences per K")
+    run.add_argument("--split", default=None, help="backend split (default: the backend's first)")
+    run.add_argument("--seed", type=int, default=0, help="draws the sequences; seeds random agent and bootstrap")
+    run.add_argument("--max-task-steps", type=int, default=None, help="per-task step limit (default: backend's)")
+    run.add_argument("--family", default=None, help="draw only from this task family")
+    run.add_argument("--backend-option", action="append", default=[], metavar="KEY=VALUE",
+                     help="backend keyword argument (VALUE parsed as JSON when it can be); repeatable")
+    run.add_argument("--out", required=True, help="run directory (resumed when it exists)")
+
+    exe = p.add_argument_group("execution")
+    exe.add_argument("--workers", type=int, default=1, help="env worker processes (0: in this process)")
+    exe.add_argument("--parallel", type=int, default=None,
+                     help="sequences in flight (default: max(workers, agent batch size))")
+    exe.add_argument("--worker-timeout", type=float, default=600.0, help="seconds per round before a worker is restarted")
+    exe.add_argument("--no-progress", action="store_true", help="no progress bar")
+    exe.add_argument("--no-plots", action="store_true", help="no PNG plots")
+
+    llm = p.add_argument_group("openai and hf agents")
+    llm.add_argument("--model", default=None, help="openai: the served model name; hf: smollm2 (default), tiny, or a path")
+    llm.add_argument("--temperature", type=float, default=0.0)
+    llm.add_argument("--top-p", type=float, default=None)
+    llm.add_argument("--max-tokens", type=int, default=512, help="completion tokens per call")
+    llm.add_argument("--base-url", default=None, help="openai: e.g. http://127.0.0.1:8000/v1")
+    llm.add_argument("--api-key-env", default="OPENAI_API_KEY",
+                     help="openai: NAME of the environment variable holding the key (the key is never logged)")
+    llm.add_argument("--timeout", type=float, default=60.0, help="openai: seconds per request")
+    llm.add_argument("--max-retries", type=int, default=5, help="openai: retries of a failed request")
+    llm.add_argument("--concurrency", type=int, default=4, help="openai: requests in flight")
+    llm.add_argument("--batch-size", type=int, default=8, help="hf: prompts generated together")
+    llm.add_argument("--max-prompt-tokens", type=int, default=4096, help="hf: longer prompts keep their end")
+    llm.add_argument("--device", default="cpu", help="hf: torch device")
+    llm.add_argument("--threads", type=int, default=None, help="hf: torch CPU threads")
+    return p
+
+
+def parse_backend_options(items: Sequence[str]) -> dict[str, Any]:
+    options: dict[str, Any] = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise ValueError(f"--backend-option expects KEY=VALUE, got {item!r}")
+        try:
+            options[key.strip()] = json.loads(value)
+        except ValueError:
+            options[key.strip()] = value
+    return options
+
+
+def make_agent(args: argparse.Namespace, benchmark: str) -> Agent:
+    """The agent named by --agent; flags that belong to another agent are an error, not silently ignored."""
+    given = {name for name in ("base_url", "model") if getattr(args, name) is not None}
+    if args.agent in ("expert", "random") and given:
+        raise ValueError(f"--agent {args.agent} takes no {', '.join('--' + g.replace('_', '-') for g in sorted(given))}")
+    if args.agent == "expert":
+        from skillrise_gym.agents.expert import ExpertAgent
+
+        return ExpertAgent()
+    if args.agent == "random":
+        from skillrise_gym.agents.random_agent import RandomAgent
+
+        return RandomAgent(seed=args.seed, benchmark=benchmark)
+    if args.agent == "openai":
+        from skillrise_gym.agents.openai_agent import OpenAIAgent, OpenAIConfig
+
+        if not args.base_url or not args.model:
+            raise ValueError("--agent openai needs --base-url and --model")
+        return OpenAIAgent(OpenAIConfig(
+            base_url=args.base_url, model=args.model, api_key_env=args.api_key_env, temperature=args.temperature,
+            top_p=args.top_p, max_tokens=args.max_tokens, timeout_s=args.timeout, max_retries=args.max_retries,
+            concurrency=args.concurrency, seed=args.seed,
+        ))
+    if args.base_url:
+        raise ValueError("--base-url belongs to --agent openai")
+    from skillrise_gym.agents.hf_agent import HFAgent, HFConfig
+
+    return HFAgent(HFConfig(
+        model=args.model or "smollm2", max_new_tokens=args.max_tokens, temperature=args.temperature,
+        top_p=args.top_p if args.top_p is not None else 1.0, batch_size=args.batch_size,
+        max_prompt_tokens=args.max_prompt_tokens, seed=args.seed, device=args.device, threads=args.threads,
+    ))
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+
+    def log(message: str) -> None:
+        print(message, file=sys.stderr, flush=True)
+
+    try:
+        config = BenchConfig(
+            env=args.env, out=args.out, K=args.K, mode=args.mode, num_sequences=args.num_sequences,
+            split=args.split, seed=args.seed, workers=args.workers, parallel=args.parallel,
+            max_task_steps=args.max_task_steps, family=args.family,
+            backend_options=parse_backend_options(args.backend_option), worker_timeout=args.worker_timeout,
+            progress=not args.no_progress, plots=not args.no_plots,
+        )
+        agent = make_agent(args, config.benchmark)
+    except (ValueError, RunDirError) as exc:
+        log(f"skillrise-bench: error: {exc}")
+        return EXIT_USAGE
+    except (MissingDependencyError, ImportError, FileNotFoundError) as exc:
+        log(f"skillrise-bench: error: {exc}")
+        return EXIT_USAGE
+    try:
+        outcome = run_bench(config, agent, log=log)
+    except RunDirError as exc:
+        log(f"skillrise-bench: error: {exc}")
+        return EXIT_USAGE
+    except (DataNotFoundError, MissingDependencyError) as exc:
+        log(f"skillrise-bench: error: {exc}")
+        return EXIT_ENV
+    except SkillRiseError as exc:
+        log(f"skillrise-bench: error: {exc}\nFinished sequences are kept in {args.out}; re-run to resume.")
+        return EXIT_ENV
+    finally:
+        agent.close()
+    print(outcome.table)
+    if outcome.status == "agent_error":
+        log(f"skillrise-bench: stopped: {outcome.message}\nFinished sequences are kept in {args.out}; "
+            "re-run the same command to resume.")
+        return EXIT_AGENT
+    if outcome.status == "interrupted":
+        log(f"skillrise-bench: interrupted; re-run the same command to resume ({args.out}).")
+        return EXIT_INTERRUPTED
+    log(f"results: {args.out}/summary.json, {args.out}/turns.jsonl")
+    return EXIT_OK
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,135 @@
+"""Bench metrics from per-sequence results, with seeded bootstrap confidence intervals.
+
+The unit of resampling is the sequence (tasks of one sequence share a family and a skill document, so
+they are not independent). All rates are fractions in [0, 1].
+
+Per K:
+- success / score per task position, and overall (mean over every task of every sequence);
+- repeat mode: Pass@k for k = 1..K = the fraction of sequences solved in at least one of the first k
+  attempts (the reference's cumulative success_rate[k]);
+- steps per task, invalid-format rate (agent calls whose answer lacked the expected tags), engine errors,
+  tokens in and out, agent time and sequence wall time.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+
+BOOTSTRAP_SAMPLES = 2000
+CONFIDENCE = 0.95
+
+
+def bootstrap_ci(values: np.ndarray, seed: int = 0, samples: int = BOOTSTRAP_SAMPLES,
+                 confidence: float = CONFIDENCE) -> np.ndarray:
+    """Percentile CIs of the mean over rows (sequences) of `values` (shape (n,) or (n, m)); rows resampled
+    with replacement. Returns shape (2,) or (2, m)."""
+    values = np.asarray(values, dtype=float)
+    n = values.shape[0]
+    if n == 0:
+        return np.full((2,) + values.shape[1:], np.nan)
+    if n == 1:
+        return np.stack([values[0], values[0]])
+    rng = np.random.default_rng(seed)
+    picks = rng.integers(0, n, size=(samples, n))
+    means = values[picks].mean(axis=1)
+    alpha = (1 - confidence) / 2
+    return np.quantile(means, [alpha, 1 - alpha], axis=0)
+
+
+def _stat(values: np.ndarray, seed: int) -> dict[str, Any]:
+    low, high = bootstrap_ci(values, seed)
+    return {"mean": float(np.mean(values)), "ci": [float(low), float(high)]}
+
+
+def _per_position(values: np.ndarray, seed: int) -> list[dict[str, Any]]:
+    low, high = bootstrap_ci(values, seed)
+    return [{"mean": float(m), "ci": [float(a), float(b)]} for m, a, b in zip(values.mean(axis=0), low, high)]
+
+
+def summarize_block(results: Sequence[Mapping[str, Any]], K: int, mode: str, seed: int = 0) -> dict[str, Any]:
+    """Metrics of the finished sequences of one K (results as written by the runner)."""
+    results = sorted(results, key=lambda r: r["index"])
+    n = len(results)
+    block: dict[str, Any] = {"K": K, "mode": mode, "sequences": n}
+    if n == 0:
+        return block
+    success = np.array([[float(s) for s in r["success"]] for r in results])
+    score = np.array([[float(s) for s in r["score"]] for r in results])
+    steps = np.array([[float(s) for s in r["steps"]] for r in results])
+    calls = sum(r["calls"] for r in results)
+    invalid = sum(r["invalid_format"] for r in results)
+    solve_calls = sum(r.get("solve_calls", 0) for r in results)
+    invalid_solve = sum(r.get("invalid_format_solve", 0) for r in results)
+    block.update(
+        success=_stat(success.mean(axis=1), seed),
+        score=_stat(score.mean(axis=1), seed),
+        success_by_position=_per_position(success, seed),
+        score_by_position=_per_position(score, seed),
+        steps_per_task=_stat(steps.mean(axis=1), seed),
+        steps_per_solved_task=float(steps[success > 0].mean()) if success.any() else None,
+        agent_calls=int(calls),
+        invalid_format_rate=invalid / calls if calls else 0.0,
+        invalid_format_rate_solve=invalid_solve / solve_calls if solve_calls else 0.0,
+        engine_errors=int(sum(sum(1 for e in r["engine_errors"] if e) for r in results)),
+        prompt_tokens=int(sum(r["prompt_tokens"] for r in results)),
+        completion_tokens=int(sum(r["completion_tokens"] for r in results)),
+        agent_seconds=float(sum(r["agent_s"] for r in results)),
+        sequence_wall_seconds=_stat(np.array([r["wall_s"] for r in results]), seed),
+        families=sorted({r["family"] for r in results}),
+    )
+    if mode == "repeat":
+        solved_by = np.maximum.accumulate(success, axis=1)  # solved in any attempt so far
+        block["pass_at_k"] = {str(k + 1): item for k, item in enumerate(_per_position(solved_by, seed))}
+    return block
+
+
+def summarize(results: Sequence[Mapping[str, Any]], Ks: Sequence[int], mode: str, seed: int = 0) -> dict[str, Any]:
+    """Metrics per K, plus the success-versus-K curve."""
+    blocks = [summarize_block([r for r in results if r["K"] == K], K, mode, seed) for K in Ks]
+    return {
+        "mode": mode,
+        "confidence": CONFIDENCE,
+        "bootstrap_samples": BOOTSTRAP_SAMPLES,
+        "blocks": blocks,
+        "success_vs_K": [
+            {"K": b["K"], **b["success"]} for b in blocks if b["sequences"]
+        ],
+    }
+
+
+def _fmt(stat: Mapping[str, Any] | None, digits: int = 2) -> str:
+    if not stat:
+        return "-"
+    low, high = stat["ci"]
+    return f"{stat['mean']:.{digits}f} [{low:.{digits}f}, {high:.{digits}f}]"
+
+
+def markdown_table(summary: Mapping[str, Any], title: str | None = None) -> str:
+    """A Markdown table, one row per K."""
+    repeat = summary["mode"] == "repeat"
+    header = ["K", "seqs", "success [95% CI]", "success by position", "score"]
+    if repeat:
+        header.append("Pass@k (k=1..K)")
+    header += ["steps/task", "invalid fmt", "tokens in/out", "engine err", "s/seq"]
+    lines = [f"### {title}", ""] if title else []
+    lines += ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
+    for b in summary["blocks"]:
+        if not b["sequences"]:
+            lines.append("| " + " | ".join([str(b["K"]), "0"] + ["-"] * (len(header) - 2)) + " |")
+            continue
+        row = [
+            str(b["K"]), str(b["sequences"]), _fmt(b["success"]),
+            " / ".join(f"{p['mean']:.2f}" for p in b["success_by_position"]),
+            f"{b['score']['mean']:.2f}",
+        ]
+        if repeat:
+            row.append(" / ".join(f"{p['mean']:.2f}" for p in b["pass_at_k"].values()))
+        row += [
+            f"{b['steps_per_task']['mean']:.1f}", f"{b['invalid_format_rate']:.1%}",
+            f"{b['prompt_tokens']}/{b['completion_tokens']}", str(b["engine_errors"]),
+            f"{b['sequence_wall_seconds']['mean']:.1f}",
+        ]
+        lines.append("| " + " | ".join(row) + " |")
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,376 @@
+"""The bench runner: N pinned K-task sequences per K, played by one agent on envs in worker processes.
+
+Top to bottom:
+1. Open the run directory (`store.RunStore`): a new one gets a manifest of what the run measures; an
+   existing one must match it, and its finished sequences are skipped.
+2. For each K, draw N sequences with `SequenceSampler.sequences(N, seed)`: the same sequences for every
+   agent and every re-run. Each is pinned on an env with ``reset(options={"task_ids": [...]})``.
+3. Keep `parallel` sequences in flight on an `EnvPool`; each round, every in-flight sequence's
+   observation goes to the agent in one `act` call (batched agents batch it), and the answers are stepped
+   together. A finished sequence is committed (its turns, then its result line) and its env slot takes
+   the next sequence.
+4. Summaries: metrics with bootstrap CIs (summary.json), a Markdown table (summary.md and stdout), plots.
+
+Failures: a worker process that dies costs only the sequences in flight, which are replayed from their
+start (at most `max_attempts` times each). An `AgentError` (endpoint down after its retries) or Ctrl-C
+stops the run after writing the summary of what finished; re-running the same command resumes.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Any, Callable, Sequence
+
+from skillrise_gym.agents.base import Agent, AgentError, AgentOutput
+from skillrise_gym.backends import backend_class
+from skillrise_gym.bench import metrics
+from skillrise_gym.bench.store import RunStore, trial_id
+from skillrise_gym.records import Turn
+from skillrise_gym.sequences import TaskSequence
+from skillrise_gym.vector import EnvPool, WorkerError, env_fn
+
+#: bench env name -> what `vector.env_fn` makes (a registered gym id, or a backend name for SequenceEnv)
+ENVS = {
+    "alfworld": "SkillRise-ALFWorld-v0",
+    "webshop": "SkillRise-WebShop-v0",
+    "scienceworld": "SkillRise-ScienceWorld-v0",
+    "toy": "toy",  # the unit-test backend; no gym id is registered for it
+}
+
+
+@dataclass
+class BenchConfig:
+    """What to measure and how to run it (the CLI flags map to these fields)."""
+
+    env: str  # alfworld, webshop, scienceworld (or toy, for tests)
+    out: str  # run directory (created; resumed when it exists)
+    K: list[int] = field(default_factory=lambda: [1, 2, 4, 6])  # sequence lengths to measure
+    mode: str = "cross"  # cross: K tasks of a family easy->hard; repeat: one task K times (Pass@k)
+    num_sequences: int = 20  # sequences per K
+    split: str | None = None  # the backend's split (default: its first)
+    seed: int = 0  # draws the sequences; also seeds the random agent and the bootstrap
+    workers: int = 1  # env worker processes (0: envs in this process)
+    parallel: int | None = None  # sequences in flight (default: max(workers, agent batch size))
+    max_task_steps: int | None = None  # per-task step limit (default: the backend's)
+    family: str | None = None  # draw only from this family
+    backend_options: dict[str, Any] = field(default_factory=dict)  # keyword arguments of the backend
+    worker_timeout: float | None = 600.0  # seconds a worker may take for one round before it is restarted
+    max_attempts: int = 2  # plays of a sequence whose worker died before the run gives up
+    progress: bool = True  # show a progress bar on stderr
+    plots: bool = True  # write PNG plots
+
+    def __post_init__(self) -> None:
+        if self.env not in ENVS:
+            raise ValueError(f"unknown env {self.env!r}; choose from {', '.join(ENVS)}")
+        if not self.K or any((not isinstance(k, int)) or k < 1 for k in self.K):
+            raise ValueError(f"K must be positive integers, got {self.K!r}")
+        self.K = sorted(set(self.K))
+        if self.mode not in ("cross", "repeat"):
+            raise ValueError(f"mode must be cross or repeat, got {self.mode!r}")
+        if self.num_sequences < 1:
+            raise ValueError("--num-sequences must be at least 1")
+        if self.workers < 0:
+            raise ValueError("--workers must be >= 0")
+        if self.parallel is not None and self.parallel < 1:
+            raise ValueError("--parallel must be at least 1")
+        cls = backend_class(self.env)
+        self.split = self.split or cls.splits[0]
+        cls.check_split(self.split)
+        self.max_task_steps = self.max_task_steps or cls.default_max_task_steps
+        self.benchmark = cls.benchmark
+
+    def identity(self, agent: Agent) -> dict[str, Any]:
+        """What makes two runs comparable sequence by sequence (K and N may grow on a resume)."""
+        return {"env": self.env, "split": self.split, "mode": self.mode, "seed": self.seed,
+                "max_task_steps": self.max_task_steps, "family": self.family,
+                "backend_options": self.backend_options, "agent": agent.describe()}
+
+
+@dataclass
+class BenchOutcome:
+    summary: dict[str, Any]
+    table: str
+    status: str  # "complete", "agent_error", "interrupted"
+    message: str = ""
+
+
+@dataclass
+class _Flight:
+    """One sequence being played on one env slot."""
+
+    K: int
+    index: int
+    sequence: TaskSequence
+    attempt: int
+    started: float = field(default_factory=time.monotonic)
+    observation: dict[str, Any] | None = None
+    info: dict[str, Any] | None = None
+    turns: list[Turn] = field(default_factory=list)
+    agent_s: float = 0.0
+
+    @property
+    def trial_id(self) -> str:
+        return trial_id(self.sequence.id, self.index)
+
+
+class BenchRunner:
+    def __init__(self, config: BenchConfig, agent: Agent, log: Callable[[str], None] | None = None) -> None:
+        self.config = config
+        self.agent = agent
+        self.log = log or (lambda message: None)
+        self.store = RunStore(config.out, config.identity(agent))
+        self._bar: Any = None
+        self.session = {"sequences": 0, "started": time.monotonic()}
+
+    # ----------------------------------------------------------------- top level
+    def run(self) -> BenchOutcome:
+        c = self.config
+        self.store.open()
+        status, message = "complete", ""
+        try:
+            if any(self.store.repaired.values()):
+                self.log(f"resuming {c.out}: dropped unfinished records {self.store.repaired}")
+            plan = {K: self.draw(K) for K in c.K}
+            total = len(c.K) * c.num_sequences
+            done = sum(1 for K in c.K for i in range(c.num_sequences) if self.store.is_done(K, i))
+            if done:
+                self.log(f"resuming {c.out}: {done} of {total} sequences already finished")
+            self._open_bar(total, done)
+            for K, sequences in plan.items():
+                todo = [(i, s) for i, s in enumerate(sequences) if not self.store.is_done(K, i)]
+                if todo:
+                    self._play(K, todo)
+        except AgentError as exc:
+            status, message = "agent_error", f"the agent failed: {exc}"
+        except KeyboardInterrupt:
+            status, message = "interrupted", "interrupted"
+        finally:
+            if self._bar is not None:
+                self._bar.close()
+        try:
+            outcome = self._finish(status, message)
+        finally:
+            self.store.close()
+        return outcome
+
+    def draw(self, K: int) -> list[TaskSequence]:
+        """The N sequences of this K: the same for every agent and every re-run (same seed)."""
+        env = env_fn(ENVS[self.config.env], **self._env_kwargs(K))()
+        try:
+            return env.unwrapped.sampler().sequences(self.config.num_sequences, self.config.seed)
+        finally:
+            env.close()
+
+    def _env_kwargs(self, K: int) -> dict[str, Any]:
+        c = self.config
+        kwargs: dict[str, Any] = {"K": K, "split": c.split, "mode": c.mode, "max_task_steps": c.max_task_steps,
+                                  "family": c.family, "backend_options": dict(c.backend_options)}
+        if self.agent.needs_expert_info:
+            kwargs["expert_in_info"] = True
+        if self.agent.needs_admissible:
+            kwargs["admissible_actions"] = True
+        return kwargs
+
+    # ----------------------------------------------------------------- playing one K
+    def _play(self, K: int, todo: Sequence[tuple[int, TaskSequence]]) -> None:
+        c = self.config
+        parallel = min(len(todo), c.parallel or max(c.workers, self.agent.batch_size, 1))
+        pool = EnvPool([env_fn(ENVS[c.env], **self._env_kwargs(K))] * parallel, workers=min(c.workers, parallel),
+                       timeout=c.worker_timeout)
+        queue: deque[_Flight] = deque(_Flight(K, i, s, attempt=1) for i, s in todo)
+        slots: dict[int, _Flight] = {}
+        try:
+            self._start(pool, slots, queue, list(range(parallel)))
+            while slots:
+                ids = sorted(slots)
+                outputs = self._act([slots[i] for i in ids])
+                try:
+                    replies = pool.step_many({i: out.text for i, out in zip(ids, outputs)})
+                except WorkerError as exc:
+                    self._replay_after_crash(exc, slots, queue)
+                    self._start(pool, slots, queue, list(range(parallel)))
+                    continue
+                free = []
+                for i, out in zip(ids, outputs):
+                    flight = slots[i]
+                    flight.turns.append(self._turn(flight, out, replies[i]))
+                    observation, _reward, terminated, truncated, info = replies[i]
+                    flight.observation, flight.info = observation, info
+                    if terminated or truncated:
+                        self._commit(flight, info)
+                        del slots[i]
+                        free.append(i)
+                if free:
+                    self._start(pool, slots, queue, free)
+        finally:
+            pool.close()
+
+    def _start(self, pool: EnvPool, slots: dict[int, _Flight], queue: deque[_Flight], free: list[int]) -> None:
+        """Pin the next queued sequences on the free env slots."""
+        while True:
+            requests = {}
+            for i in free:
+                if i in slots or not queue:
+                    continue
+                flight = queue.popleft()
+                flight.started = time.monotonic()
+                slots[i] = flight
+                requests[i] = (None, {"task_ids": [t.id for t in flight.sequence.tasks]})
+            if not requests:
+                return
+            try:
+                replies = pool.reset_many(requests)
+            except WorkerError as exc:
+                self._replay_after_crash(exc, slots, queue)
+                free = list(range(pool.num_envs))
+                continue
+            for i, (observation, info) in replies.items():
+                slots[i].observation, slots[i].info = observation, info
+            return
+
+    def _replay_after_crash(self, exc: WorkerError, slots: dict[int, _Flight], queue: deque[_Flight]) -> None:
+        """A worker died: every in-flight sequence is replayed from its start (the pool lost the replies of
+        the round), and those on the dead worker count an attempt."""
+        self.log(f"warning: {exc}; replaying the {len(slots)} sequence(s) in flight")
+        for i in sorted(slots, reverse=True):
+            flight = slots.pop(i)
+            if i in exc.indices:
+                if flight.attempt >= self.config.max_attempts:
+                    raise WorkerError(
+                        f"sequence {flight.sequence.id} (K={flight.K}, index {flight.index}) lost its worker "
+                        f"{flight.attempt} times; stopping. Finished sequences are kept: re-run to resume.",
+                        [i],
+                    ) from exc
+                flight.attempt += 1
+            flight.turns, flight.agent_s = [], 0.0
+            queue.appendleft(flight)
+
+    def _act(self, flights: list[_Flight]) -> list[AgentOutput]:
+        infos = [{**(f.info or {}), "trial_id": f.trial_id} for f in flights]
+        started = time.monotonic()
+        outputs = self.agent.act([f.observation for f in flights], infos)
+        elapsed = time.monotonic() - started
+        if len(outputs) != len(flights):
+            raise AgentError(f"agent {self.agent.name} returned {len(outputs)} outputs for {len(flights)} observations")
+        for flight, out in zip(flights, outputs):
+            if not isinstance(out, AgentOutput) or not isinstance(out.text, str):
+                raise AgentError(f"agent {self.agent.name} returned {type(out).__name__}, expected AgentOutput with text")
+            flight.agent_s += out.latency_s or elapsed / len(flights)
+        return outputs
+
+    # ----------------------------------------------------------------- records
+    def _turn(self, flight: _Flight, out: AgentOutput, reply: tuple) -> Turn:
+        observation, reward, _terminated, _truncated, info = reply
+        role = info["role"]
+        extra: dict[str, Any] = {"K": flight.K, "index": flight.index, "mode": self.config.mode,
+                                 "latency_s": round(out.latency_s, 4)}
+        if info.get("invalid_action"):
+            extra["invalid_action"] = info["invalid_action"]
+        if out.extra:
+            extra["agent"] = out.extra
+        return Turn(
+            role=role,
+            position=int(info["position"]),
+            sequence_id=flight.sequence.id,
+            trial_id=flight.trial_id,
+            task_id=info["task_id"],
+            family=info["family"],
+            benchmark=self.config.benchmark,
+            prompt=str(flight.observation["prompt"]),
+            response=out.text,
+            action=info["action"],
+            format_valid=bool(info["format_valid"]),
+            reward=float(reward),
+            success=bool(info["success"]),
+            score=float(info["score"]),
+            step_index=int(info["step_index"]) - 1 if role == "solve" else 0,
+            prompt_tokens=int(out.prompt_tokens),
+            completion_tokens=int(out.completion_tokens),
+            task_done=bool(info.get("task_done")),
+            engine_error=info.get("engine_error"),
+            extra=extra,
+        )
+
+    def _commit(self, flight: _Flight, info: dict[str, Any]) -> None:
+        tasks = info["summary"]["tasks"]
+        turns = flight.turns
+        result = {
+            "K": flight.K,
+            "index": flight.index,
+            "sequence_id": flight.sequence.id,
+            "trial_id": flight.trial_id,
+            "family": flight.sequence.family,
+            "mode": self.config.mode,
+            "task_ids": [t.id for t in flight.sequence.tasks],
+            "success": [bool(t["success"]) for t in tasks],
+            "score": [float(t["score"]) for t in tasks],
+            "steps": [int(t["steps"]) for t in tasks],
+            "engine_errors": [t["engine_error"] for t in tasks],
+            "calls": len(turns),
+            "solve_calls": sum(t.role == "solve" for t in turns),
+            "curate_calls": sum(t.role == "curate" for t in turns),
+            "invalid_format": sum(not t.format_valid for t in turns),
+            "invalid_format_solve": sum(not t.format_valid for t in turns if t.role == "solve"),
+            "prompt_tokens": sum(t.prompt_tokens for t in turns),
+            "completion_tokens": sum(t.completion_tokens for t in turns),
+            "agent_s": round(flight.agent_s, 4),
+            "wall_s": round(time.monotonic() - flight.started, 4),
+            "attempt": flight.attempt,
+            "finished_at": time.time(),
+        }
+        self.store.commit(turns, result)
+        self.session["sequences"] += 1
+        if self._bar is not None:
+            self._bar.update(1)
+            self._bar.set_postfix_str(f"success={self._running_success():.3f}")
+
+    # ----------------------------------------------------------------- progress and summaries
+    def _requested(self) -> list[dict[str, Any]]:
+        c = self.config
+        return [r for (K, i), r in sorted(self.store.results.items()) if K in c.K and i < c.num_sequences]
+
+    def _running_success(self) -> float:
+        flags = [s for r in self._requested() for s in r["success"]]
+        return sum(flags) / len(flags) if flags else 0.0
+
+    def _open_bar(self, total: int, done: int) -> None:
+        if not self.config.progress:
+            return
+        from tqdm import tqdm
+
+        self._bar = tqdm(total=total, initial=done, desc=f"{self.config.env}/{self.agent.name}", unit="seq",
+                         dynamic_ncols=True)
+        if done:
+            self._bar.set_postfix_str(f"success={self._running_success():.3f}")
+
+    def _finish(self, status: str, message: str) -> BenchOutcome:
+        c = self.config
+        results = self._requested()
+        summary = metrics.summarize(results, c.K, c.mode, seed=c.seed)
+        elapsed = time.monotonic() - self.session["started"]
+        summary.update(
+            env=c.env, benchmark=c.benchmark, split=c.split, agent=self.agent.describe(), seed=c.seed,
+            num_sequences=c.num_sequences, K=c.K, max_task_steps=c.max_task_steps, status=status,
+            finished=len(results), requested=len(c.K) * c.num_sequences,
+            session={"sequences": self.session["sequences"], "wall_s": round(elapsed, 3),
+                     "sequences_per_minute": round(60 * self.session["sequences"] / elapsed, 3) if elapsed else None,
+                     "workers": c.workers},
+        )
+        title = f"{c.env} / {self.agent.name} / {c.mode} / split {c.split} / seed {c.seed}"
+        table = metrics.markdown_table(summary, title)
+        import json
+
+        self.store.write_text("summary.json", json.dumps(summary, indent=2) + "\n")
+        self.store.write_text("summary.md", table)
+        if c.plots and results:
+            from skillrise_gym.bench import plots
+
+            plots.plot_success_by_position(summary, self.store.dir / "success_by_position.png", title=title)
+            plots.plot_success_vs_K(summary, self.store.dir / "success_vs_K.png", title=title)
+        return BenchOutcome(summary=summary, table=table, status=status, message=message)
+
+
+def run_bench(config: BenchConfig, agent: Agent, log: Callable[[str], None] | None = None) -> BenchOutcome:
+    return BenchRunner(config, agent, log).run()
