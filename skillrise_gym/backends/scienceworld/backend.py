@@ -119,6 +119,9 @@ class ScienceWorldBackend(Backend):
         self.max_action_chars = max_action_chars
         self._jvm: ScienceWorldJVM | None = None
         self._episode: _Episode | None = None
+        #: why the last task was lost to an engine failure (steps then raise EngineError until the next reset)
+        self._lost: str | None = None
+        self._last_description: str | None = None
         self._splits: dict[str, dict[str, list[int]]] | None = None
         self._max_variations: dict[str, int] = {}
         #: how many JVMs this backend has started (the first, plus restarts after crashes)
@@ -144,10 +147,15 @@ class ScienceWorldBackend(Backend):
     def _live_engine(self) -> ScienceWorldJVM:
         """The JVM holding the current task; never restarts one (a new JVM has lost the task)."""
         if self._jvm is None or not self._jvm.alive:
-            self._episode = None
             reason = self._jvm.dead_reason if self._jvm is not None else "not started"
-            raise EngineError(f"the ScienceWorld JVM holding this task is gone ({reason}); reset to continue")
+            self._lose_episode(f"the ScienceWorld JVM holding this task is gone ({reason})")
+            raise EngineError(f"{self._lost}; reset to continue")
         return self._jvm
+
+    def _lose_episode(self, reason: str) -> None:
+        if self._episode is not None:
+            self._lost = f"task {self._episode.task.id} lost: {reason}"
+        self._episode = None
 
     @property
     def jvm_pid(self) -> int | None:
@@ -258,8 +266,10 @@ class ScienceWorldBackend(Backend):
         simplifications = _check_simplifications(str(payload.get("simplifications", self.simplifications)), name)
         return name, variation, simplifications
 
-    def _load(self, name: str, variation: int, simplifications: str) -> str:
-        """Load a fresh world and make the first move ("look around", as the stock reset does)."""
+    def _load(self, name: str, variation: int, simplifications: str) -> tuple[str, int, bool, int]:
+        """Load a fresh world and make the first move ("look around", as the stock reset does).
+
+        Returns that move's (observation, score, done, moves): some tasks give partial credit at once."""
         from py4j.protocol import Py4JJavaError
 
         jvm = self._engine()
@@ -269,13 +279,12 @@ class ScienceWorldBackend(Backend):
             raise ValueError(f"ScienceWorld refused to load {name} variation {variation}: {exc.java_exception}") from None
         if error:
             raise ValueError(f"ScienceWorld refused to load {name} variation {variation}: {error}")
-        observation, _score, _done, _moves = self._engine_step("look around")
-        return observation
+        return self._engine_step("look around")
 
     def reset(self, task: Task) -> StepResult:
         name, variation, simplifications = self._task_args(task)
-        self._episode = None
-        observation = self._load(name, variation, simplifications)
+        self._episode, self._lost = None, None
+        observation, score, done, moves = self._load(name, variation, simplifications)
         jvm = self._engine()
         description = jvm.call("task description", jvm.server.getTaskDescription)
         self._episode = _Episode(
@@ -285,9 +294,13 @@ class ScienceWorldBackend(Backend):
             simplifications=simplifications,
             description=description,
             observation=observation,
+            score=score,
+            done=done,
             gold=catalog.read_gold(simplifications, self.deterministic, name, variation),
         )
-        return StepResult(observation=observation, info=self._info(0, 0, 1))
+        self._last_description = description
+        info = self._info(score, 0, moves)
+        return StepResult(observation=observation, score=float(score), done=done, success=score >= 100, info=info)
 
     def _engine_step(self, action: str) -> tuple[str, int, bool, int]:
         """One transition with the four calls that define it: observation, score (-100..100), done, moves."""
@@ -328,8 +341,8 @@ class ScienceWorldBackend(Backend):
         action = str(action)
         try:
             observation, score, done, moves = self._engine_step(action)
-        except EngineError:
-            self._episode = None  # the task in flight is lost; the next reset restarts the JVM if needed
+        except EngineError as exc:
+            self._lose_episode(str(exc))  # the task in flight is lost; the next reset restarts the JVM if needed
             raise
         previous = ep.score
         ep.actions.append(action)
@@ -340,10 +353,14 @@ class ScienceWorldBackend(Backend):
 
     def _require_episode(self) -> _Episode:
         if self._episode is None:
+            if self._lost:
+                raise EngineError(f"{self._lost}; reset to continue")
             raise RuntimeError("no ScienceWorld task is loaded: call reset(task) first (or again, after an EngineError)")
         return self._episode
 
     def task_description(self) -> str:
+        if self._episode is None and self._last_description is not None:
+            return self._last_description  # still describes the task that was lost
         return self._require_episode().description
 
     # ------------------------------------------------------------------ action lists
@@ -357,8 +374,8 @@ class ScienceWorldBackend(Backend):
             finally:
                 if jvm.alive:
                     jvm.call("restore RNG", jvm.set_rng_state, state)
-        except EngineError:
-            self._episode = None
+        except EngineError as exc:
+            self._lose_episode(str(exc))
             raise
 
     def admissible_actions(self) -> list[str]:
@@ -382,9 +399,15 @@ class ScienceWorldBackend(Backend):
 
         return self._without_rng_side_effects("action templates", fetch)
 
-    def action_help(self) -> str:
-        """Action templates and current objects, in the reference's prompt wording."""
-        templates, objects = self.action_templates()
+    def action_help(self) -> str | None:
+        """Action templates and current objects, in the reference's prompt wording (None when no task is
+        being played, e.g. after an engine failure: it is a prompt aid, and the failure is reported by step)."""
+        if self._episode is None:
+            return None
+        try:
+            templates, objects = self.action_templates()
+        except EngineError:
+            return None
         return (
             f"Valid_actions: {', '.join(templates)}, OBJ needs to be replaced with one of the following objects: "
             f"{', '.join(objects)}\nexample: focus on door"
@@ -422,25 +445,26 @@ class ScienceWorldBackend(Backend):
         ep = self._episode
         if ep is None:
             return
-        observation = self._load(ep.task_name, ep.variation, ep.simplifications)
+        observation = self._load(ep.task_name, ep.variation, ep.simplifications)[0]
         for action in ep.actions:
             observation, _score, _done, _moves = self._engine_step(action)
         if observation != ep.observation:
-            self._episode = None
+            self._lose_episode("replay mismatch")
             raise EngineError(f"replaying task {ep.task.id} after a gold-path computation did not reproduce its state")
 
     def expert_action(self) -> str | None:
         """The next gold action while the agent has followed the gold path so far; None once it has left it
-        (the engine's gold path is a fixed plan, not a policy) or when the task is over."""
-        ep = self._require_episode()
-        if ep.done:
+        (the engine's gold path is a fixed plan, not a policy), when the task is over, or when the engine
+        failed while computing the path (the task is then lost and the next step raises EngineError)."""
+        ep = self._episode
+        if ep is None or ep.done:
             return None
         if ep.gold is None:
             try:
                 ep.gold = self.gold_actions(ep.task_name, ep.variation, ep.simplifications)
-            except EngineError:
-                self._episode = None
-                raise
+            except EngineError as exc:
+                self._lose_episode(str(exc))
+                return None
         k = len(ep.actions)
         if k >= len(ep.gold) or ep.actions != ep.gold[:k]:
             return None

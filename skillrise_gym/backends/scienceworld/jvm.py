@@ -100,6 +100,10 @@ def _terminate(process: subprocess.Popen, gateway: Any, scratch: str) -> None:
         gateway.close(keep_callback_server=False, close_callback_server_connections=True)
     except Exception:
         pass
+    client = getattr(gateway, "_gateway_client", None)
+    if client is not None:
+        # Proxies of Java objects collected later would otherwise try to reach the dead JVM (and log errors).
+        client.is_connected = False
     if process.poll() is None:
         try:
             process.stdin.close()
