@@ -1,0 +1,263 @@
+"""`skillrise-train`: train a policy with SkillRise (or the GRPO baseline) on a SkillRise Gym benchmark.
+
+Every `TrainConfig` field is a flag (`--max-new-tokens 64`, booleans as `--lora/--no-lora`); the field's
+docstring is its help. Outputs in --output-dir: config.json, metrics.jsonl (one line per step), turns.jsonl
+(every model call with its return and advantage), eval.jsonl, and TRL checkpoints (checkpoint-N/).
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import inspect
+import json
+import os
+import sys
+import time
+from dataclasses import MISSING, fields
+from pathlib import Path
+from typing import Any, Sequence
+
+from skillrise_train.config import TrainConfig
+
+
+# ---------------------------------------------------------------------------------------- flags
+def _field_docs() -> dict[str, str]:
+    """The one-line docstring under each TrainConfig field (read from the source, CleanRL style)."""
+    from skillrise_train import config as module
+
+    tree = ast.parse(inspect.getsource(module))
+    docs: dict[str, str] = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ClassDef) and node.name == "TrainConfig":
+            body = node.body
+            for item, after in zip(body, body[1:]):
+                if isinstance(item, ast.AnnAssign) and isinstance(after, ast.Expr) and isinstance(after.value, ast.Constant):
+                    docs[item.target.id] = str(after.value.value).strip()
+    return docs
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="skillrise-train",
+        description="Train an LLM policy with SkillRise (solve + curate turns, skill document, decoupled "
+        "credit, group-relative advantages, TRL's clipped loss) on a SkillRise Gym benchmark.",
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    )
+    docs = _field_docs()
+    for f in fields(TrainConfig):
+        flag = "--" + f.name.replace("_", "-")
+        default = f.default if f.default is not MISSING else None
+        help_text = docs.get(f.name, "")
+        if isinstance(default, bool):
+            parser.add_argument(flag, dest=f.name, action=argparse.BooleanOptionalAction, default=default, help=help_text)
+        else:
+            kind = type(default) if default is not None else str
+            parser.add_argument(flag, dest=f.name, type=kind, default=default, help=help_text)
+    return parser
+
+
+def parse_config(argv: Sequence[str] | None = None) -> TrainConfig:
+    args = build_parser().parse_args(argv)
+    return TrainConfig(**vars(args))
+
+
+# ---------------------------------------------------------------------------------------- logging
+CONSOLE_COLUMNS = ("step", "success/pos", "adv solve", "adv curate", "loss", "gen tok/s", "tok/s", "step s")
+
+
+class MetricsLogger:
+    """Writes metrics.jsonl and prints one console row per step (a TrainerCallback, built lazily)."""
+
+    def __init__(self, config: TrainConfig, out: Path) -> None:
+        from transformers import TrainerCallback
+
+        logger = self
+
+        class _Callback(TrainerCallback):
+            def on_step_begin(self, args, state, control, **kwargs):
+                logger.step_started = time.perf_counter()
+
+            def on_step_end(self, args, state, control, **kwargs):
+                logger.step_seconds = time.perf_counter() - logger.step_started
+                if logger.evaluate and config.eval_sequences and config.eval_interval and (
+                    state.global_step % config.eval_interval == 0
+                ):
+                    logger.evaluate(state.global_step)
+
+            def on_log(self, args, state, control, logs=None, **kwargs):
+                logger.log(state.global_step, dict(logs or {}))
+
+        self.config, self.out = config, out
+        self.callback = _Callback()
+        self.step_started = time.perf_counter()
+        self.step_seconds = 0.0
+        self.evaluate = None  # set by main() once the trainer exists
+        self.header_printed = False
+
+    def log(self, step: int, logs: dict[str, Any]) -> None:
+        if "success/mean" not in logs:  # TRL's end-of-training summary
+            return
+        tokens = logs.get("tokens/completion", 0.0) + logs.get("tokens/prompt", 0.0)
+        gen_s = logs.get("time/generation_s", 0.0) or 0.0
+        record = {
+            "step": step,
+            "algo": self.config.algo,
+            "step_seconds": round(self.step_seconds, 3),
+            "generation_tokens_per_s": logs.get("tokens/completion", 0.0) / gen_s if gen_s else 0.0,
+            "tokens_per_s": tokens / self.step_seconds if self.step_seconds else 0.0,
+            **{k: v for k, v in logs.items() if isinstance(v, (int, float))},
+        }
+        with open(self.out / "metrics.jsonl", "a", encoding="utf-8") as handle:
+            handle.write(json.dumps(record) + "\n")
+        positions = "/".join(f"{logs.get(f'success/pos{p}', 0.0):.2f}" for p in range(self.config.K))
+        row = (
+            f"{step:>4d}", positions, f"{logs.get('advantage/solve_abs', 0.0):.3f}",
+            f"{logs.get('advantage/curate_abs', 0.0):.3f}", f"{logs.get('loss', float('nan')):.4f}",
+            f"{record['generation_tokens_per_s']:.1f}", f"{record['tokens_per_s']:.0f}", f"{self.step_seconds:.1f}",
+        )
+        if not self.header_printed:
+            print(" | ".join(f"{c:>11s}" for c in CONSOLE_COLUMNS), flush=True)
+            self.header_printed = True
+        print(" | ".join(f"{c:>11s}" for c in row), flush=True)
+
+
+# ---------------------------------------------------------------------------------------- main
+def _latest_checkpoint(out: Path) -> str | None:
+    from transformers.trainer_utils import get_last_checkpoint
+
+    return get_last_checkpoint(str(out)) if out.is_dir() else None
+
+
+def run(config: TrainConfig) -> dict[str, Any]:
+    """Train with `config`; returns a summary (final metrics, evaluation, wall time)."""
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    import torch
+    import transformers
+    from transformers import PrinterCallback
+
+    from skillrise_gym.models import load_model_and_tokenizer, resolve_model_path
+    from skillrise_train.rollout import EVAL_SEED_OFFSET, RolloutEngine, default_splits
+    from skillrise_train.trainer import SkillRiseTrainer, make_grpo_config
+
+    started = time.perf_counter()
+    transformers.utils.logging.set_verbosity_error()
+    transformers.utils.logging.disable_progress_bar()
+    if not torch.cuda.is_available():
+        torch.set_num_threads(max(1, config.threads))
+    out = Path(config.output_dir)
+    resume_from = None
+    if config.resume:
+        resume_from = _latest_checkpoint(out)
+        if resume_from is None:
+            raise FileNotFoundError(f"--resume: no checkpoint-N folder in {out}; start without --resume")
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "config.json").write_text(json.dumps(config.to_dict(), indent=2))
+
+    model_path = resolve_model_path(config.model)
+    model, tokenizer = load_model_and_tokenizer(model_path)
+    backend_options = json.loads(config.backend_options) if config.backend_options else {}
+    train_split, eval_split = default_splits(config.env)
+    train_split = config.train_split or train_split
+    eval_split = config.eval_split or eval_split
+    peft_config = None
+    if config.lora:
+        from peft import LoraConfig
+
+        peft_config = LoraConfig(
+            r=config.lora_r, lora_alpha=config.lora_alpha, lora_dropout=0.0, target_modules="all-linear",
+            task_type="CAUSAL_LM",
+        )
+    args = make_grpo_config(config)
+    rollout = RolloutEngine(
+        config.env, config.algo, config.K, config.G, config.S, train_split, config.max_task_steps,
+        success_reward=config.success_reward, seed=config.seed, workers=config.env_workers,
+        backend_options=backend_options, generation_batch=config.generation_batch,
+        rank=args.process_index, world_size=args.world_size,
+    )
+    logger = MetricsLogger(config, out)
+    trainer = SkillRiseTrainer(config, model, tokenizer, rollout, args=args, peft_config=peft_config,
+                               callbacks=[logger.callback])
+    trainer.remove_callback(PrinterCallback)
+    evaluations: list[dict[str, Any]] = []
+    eval_engine: RolloutEngine | None = None
+
+    def evaluate(step: int) -> dict[str, Any]:
+        nonlocal eval_engine
+        if eval_engine is None:  # the held-out envs: SkillRise sequences for both algos, one trial each
+            eval_engine = RolloutEngine(
+                config.env, "skillrise", config.K, 1, config.eval_sequences, eval_split, config.max_task_steps,
+                success_reward=config.success_reward, seed=config.seed, workers=config.env_workers,
+                backend_options=backend_options, generation_batch=config.generation_batch,
+            )
+        sequences = eval_engine.sequences(0, config.eval_sequences, seed_offset=EVAL_SEED_OFFSET)
+        result = eval_engine.play(eval_engine.plan(sequences, tag=f"eval{step}"), trainer.generate_completions, step)
+        success = result.position_success(config.K)
+        record = {"step": step, "split": eval_split, "sequences": config.eval_sequences,
+                  "success_by_position": success, "success": sum(success) / len(success)}
+        with open(out / "eval.jsonl", "a", encoding="utf-8") as handle:
+            handle.write(json.dumps(record) + "\n")
+        print(f"eval step {step} ({eval_split}, {config.eval_sequences} sequences): success by position "
+              + "/".join(f"{s:.2f}" for s in success), flush=True)
+        evaluations.append(record)
+        return record
+
+    logger.evaluate = evaluate
+    print(
+        f"skillrise-train: algo={config.algo} env={config.env} ({train_split}) model={config.model} "
+        f"K={config.K} G={config.G} S={config.S} steps={config.steps} lora={config.lora} "
+        f"device={trainer.accelerator.device} threads={torch.get_num_threads()}"
+        + (f" resuming from {resume_from}" if resume_from else ""),
+        flush=True,
+    )
+    try:
+        trainer.train(resume_from_checkpoint=resume_from)
+        if config.eval_sequences and not (config.eval_interval and trainer.state.global_step % config.eval_interval == 0):
+            evaluate(trainer.state.global_step)
+        trainer.save_model(str(out / "final"))
+    finally:
+        rollout.close()
+        if eval_engine is not None:
+            eval_engine.close()
+    summary = {
+        "steps": trainer.state.global_step,
+        "wall_seconds": round(time.perf_counter() - started, 1),
+        "output_dir": str(out),
+        "last_metrics": trainer.last_stats,
+        "evaluations": evaluations,
+    }
+    print(f"done: {summary['steps']} steps in {summary['wall_seconds']} s; outputs in {out}/", flush=True)
+    return summary
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    try:
+        config = parse_config(argv)
+    except ValueError as exc:
+        print(f"skillrise-train: error: {exc}", file=sys.stderr)
+        return 2
+    from skillrise_gym.backends import SkillRiseError
+    from skillrise_gym.models import ChatTemplateError, ModelNotFoundError
+
+    try:
+        run(config)
+    except (ModelNotFoundError, ChatTemplateError, FileNotFoundError, SkillRiseError) as exc:
+        print(f"skillrise-train: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print(f"skillrise-train: interrupted; continue with --resume --output-dir {config.output_dir}", file=sys.stderr)
+        return 130
+    except Exception as exc:
+        from skillrise_train.trainer import NonFiniteLossError
+
+        if isinstance(exc, NonFiniteLossError):
+            print(f"skillrise-train: error: {exc}", file=sys.stderr)
+            return 3
+        raise
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

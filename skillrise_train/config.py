@@ -1,0 +1,126 @@
+"""`TrainConfig`: every knob of a training run, one docstring line per field; CLI flags map 1:1 to fields.
+
+Defaults finish a few SkillRise steps on WebShop on a laptop CPU in a few minutes with the embedded
+SmolLM2-135M-Instruct. Paper-scale values (reference, section 5) are given in docs/train.md.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, fields
+from typing import Any
+
+ALGOS = ("skillrise", "grpo")
+ADVANTAGE_MODES = ("mean_norm", "mean_std_norm")
+
+
+@dataclass
+class TrainConfig:
+    """Configuration of `skillrise-train` (fields are CLI flags: `--max-new-tokens 64`)."""
+
+    env: str = "webshop"
+    """Benchmark backend: webshop, alfworld, scienceworld (or toy, the unit-test engine)."""
+    algo: str = "skillrise"
+    """skillrise (solve + curate, skill document) or grpo (the baseline: independent tasks, no document)."""
+    model: str = "smollm2"
+    """Model: smollm2 (embedded default), tiny (test model), a local HF directory, or a cached Hub id."""
+    K: int = 2
+    """Tasks per sequence."""
+    G: int = 2
+    """Trials per sequence (the group size of the group-relative advantage)."""
+    S: int = 1
+    """Sequences per training step."""
+    gamma: float = 0.6
+    """Discount of later tasks' rewards in a curate turn's return."""
+    success_reward: float = 10.0
+    """Reward of a solved task (the reference's binary 10/0)."""
+    invalid_penalty: float = 0.5
+    """Subtracted from a turn whose output lacks its <action>/<skill> tags (0 disables)."""
+    advantage_mode: str = "mean_norm"
+    """mean_norm (return minus group mean, the reference) or mean_std_norm (also divided by the std)."""
+    lr: float = 1e-5
+    """Learning rate (the reference uses 1e-6 for full fine-tuning of Qwen3-4B)."""
+    weight_decay: float = 0.01
+    """AdamW weight decay."""
+    max_grad_norm: float = 1.0
+    """Gradient-norm clip."""
+    epsilon: float = 0.2
+    """PPO clip range (both sides)."""
+    dual_clip: float = 3.0
+    """Upper bound of the ratio for negative advantages (dual clip; 0 disables)."""
+    entropy_coef: float = 0.001
+    """Entropy bonus coefficient."""
+    loss_type: str = "dapo"
+    """TRL loss aggregation; dapo = token mean over the whole batch, as the reference's token-mean."""
+    max_task_steps: int = 4
+    """Solve steps allowed per task."""
+    max_new_tokens: int = 48
+    """Longest completion of one model call (tokens)."""
+    max_prompt_tokens: int = 0
+    """Longest prompt (tokens); longer prompts lose their middle. 0: model context minus max_new_tokens."""
+    temperature: float = 1.0
+    """Sampling temperature of rollouts (and of evaluation)."""
+    lora: bool = True
+    """Train LoRA adapters instead of all weights."""
+    lora_r: int = 8
+    """LoRA rank."""
+    lora_alpha: int = 16
+    """LoRA alpha."""
+    steps: int = 2
+    """Training steps (one rollout of S x G trials and one optimizer step each)."""
+    grad_accum: int = 1
+    """Micro-batches per optimizer step (bounds memory; rows are padded to a multiple of it)."""
+    eval_interval: int = 0
+    """Evaluate every this many steps on the held-out split (0: only at the end when eval_sequences > 0)."""
+    eval_sequences: int = 0
+    """Held-out sequences per evaluation (0 disables evaluation)."""
+    train_split: str = ""
+    """Split to train on ('' = the backend's training split)."""
+    eval_split: str = ""
+    """Held-out split for evaluation ('' = the backend's evaluation split)."""
+    save_interval: int = 1
+    """Save a checkpoint every this many steps."""
+    output_dir: str = "runs/skillrise"
+    """Where checkpoints, metrics.jsonl and turns.jsonl go."""
+    resume: bool = False
+    """Continue from the latest checkpoint in output_dir (step count, optimizer and RNG state)."""
+    seed: int = 0
+    """Seed of sequence draws, sampling and initialisation."""
+    env_workers: int = 0
+    """Worker processes for the envs (0: in this process)."""
+    threads: int = 1
+    """Torch CPU threads (one was never slower than two for small models)."""
+    use_vllm: bool = False
+    """Generate with vLLM (GPU only; colocated with training)."""
+    vllm_gpu_memory_utilization: float = 0.3
+    """GPU memory share of vLLM in colocate mode."""
+    bf16: bool = False
+    """Train in bfloat16 (GPUs)."""
+    gradient_checkpointing: bool = False
+    """Recompute activations in the backward pass (large models on GPUs)."""
+    generation_batch: int = 64
+    """Most prompts generated in one call (bounds generation memory)."""
+    record_turns: bool = True
+    """Write every turn (prompt, response, credit) to output_dir/turns.jsonl."""
+    backend_options: str = ""
+    """Backend constructor options as JSON, e.g. '{"num_products": 200}'."""
+
+    def __post_init__(self) -> None:
+        if self.algo not in ALGOS:
+            raise ValueError(f"algo must be one of {ALGOS}, got {self.algo!r}")
+        if self.advantage_mode not in ADVANTAGE_MODES:
+            raise ValueError(f"advantage_mode must be one of {ADVANTAGE_MODES}, got {self.advantage_mode!r}")
+        for name in ("K", "G", "S", "steps", "max_task_steps", "max_new_tokens", "grad_accum", "generation_batch"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be at least 1, got {getattr(self, name)}")
+        if not 0.0 <= self.gamma <= 1.0:
+            raise ValueError(f"gamma must be in [0, 1], got {self.gamma}")
+        if self.invalid_penalty < 0:
+            raise ValueError("invalid_penalty must be >= 0")
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "TrainConfig":
+        known = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in data.items() if k in known})

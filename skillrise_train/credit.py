@@ -1,0 +1,118 @@
+"""Credit assignment and group-relative advantages of SkillRise, in plain numpy, top to bottom.
+
+Vocabulary:
+- a *trial* is one play-through of a sequence of K tasks; G trials of the same sequence form a *group*;
+- a *turn* is one model call of a trial: SOLVE (an engine command for task `position`) or CURATE (the new
+  skill document written after task `position`);
+- r_i is the reward of task i in a trial: `success_reward` if solved, else 0.
+
+1. Returns (one number per turn; no within-task discounting, as in the reference):
+     solve turn of task i:         r_i
+     curate turn after task i:     sum_{j>i} gamma^(j-i) r_j      (K=3: 0.6 r_1 + 0.36 r_2 after task 0)
+2. Group statistics: the key of a turn is (group, position, role). Each trial contributes ONE value per key
+   (its return), however many turns it took there, so long attempts do not weigh more in the mean.
+   A key with a single trial has mean 0 and std 1 (the reference's convention).
+3. Advantage of a turn:
+     mean_norm:      return - mean_key
+     mean_std_norm:  (return - mean_key) / (std_key + eps)      (std unbiased, as torch.std)
+   minus `invalid_penalty` when the turn's output lacked its <action>/<skill> tags.
+
+Two conscious differences from the reference (spec section 4.3): the penalty is subtracted after
+normalisation instead of being folded into the score first (under mean_std_norm a group of equal returns
+has std 0, and a folded-in penalty would be divided by eps), and the per-trial group value is the trial's
+return, not the penalised score of an arbitrary representative turn. Under mean_norm with no invalid turns
+both give the same numbers as the reference.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass
+from typing import Hashable, Mapping, Sequence
+
+import numpy as np
+
+SOLVE, CURATE = "solve", "curate"
+
+
+@dataclass(frozen=True)
+class TurnTag:
+    """What credit assignment needs to know about one turn."""
+
+    trial: Hashable  # one id per trial
+    group: Hashable  # trials of the same sequence share it
+    role: str  # "solve" or "curate"
+    position: int  # task position; for curate, the task just finished
+    format_valid: bool = True
+
+
+def curate_return(task_rewards: Sequence[float], position: int, gamma: float) -> float:
+    """sum_{j>position} gamma^(j-position) * r_j: what the document written after `position` led to."""
+    return float(sum(gamma ** (j - position) * task_rewards[j] for j in range(position + 1, len(task_rewards))))
+
+
+def turn_returns(tags: Sequence[TurnTag], task_rewards: Mapping[Hashable, Sequence[float]], gamma: float) -> np.ndarray:
+    """The return of every turn (step 1). `task_rewards[trial]` lists r_0..r_{K-1} of that trial."""
+    returns = np.zeros(len(tags), dtype=np.float64)
+    for n, tag in enumerate(tags):
+        rewards = task_rewards[tag.trial]
+        if tag.role == SOLVE:
+            returns[n] = rewards[tag.position]
+        elif tag.role == CURATE:
+            returns[n] = curate_return(rewards, tag.position, gamma)
+        else:
+            raise ValueError(f"unknown role {tag.role!r}")
+    return returns
+
+
+def group_statistics(
+    tags: Sequence[TurnTag], returns: np.ndarray
+) -> dict[tuple[Hashable, int, str], tuple[float, float, int]]:
+    """(mean, std, number of trials) per key (group, position, role), one value per trial (step 2)."""
+    per_key: dict[tuple[Hashable, int, str], dict[Hashable, float]] = defaultdict(dict)
+    for tag, value in zip(tags, returns):
+        # every turn of a trial under one key has the same return, so keeping the first loses nothing
+        per_key[(tag.group, tag.position, tag.role)].setdefault(tag.trial, float(value))
+    stats = {}
+    for key, by_trial in per_key.items():
+        values = np.array(list(by_trial.values()), dtype=np.float64)
+        if len(values) == 1:
+            stats[key] = (0.0, 1.0, 1)
+        else:
+            stats[key] = (float(values.mean()), float(values.std(ddof=1)), len(values))
+    return stats
+
+
+def advantages(
+    tags: Sequence[TurnTag],
+    returns: np.ndarray,
+    mode: str = "mean_norm",
+    invalid_penalty: float = 0.0,
+    eps: float = 1e-6,
+) -> np.ndarray:
+    """Group-relative advantage of every turn (step 3)."""
+    stats = group_statistics(tags, returns)
+    out = np.zeros(len(tags), dtype=np.float64)
+    for n, (tag, value) in enumerate(zip(tags, returns)):
+        mean, std, _count = stats[(tag.group, tag.position, tag.role)]
+        if mode == "mean_norm":
+            out[n] = value - mean
+        elif mode == "mean_std_norm":
+            out[n] = (value - mean) / (std + eps)
+        else:
+            raise ValueError(f"unknown advantage mode {mode!r}")
+        if not tag.format_valid:
+            out[n] -= invalid_penalty
+    return out
+
+
+def assign_credit(
+    tags: Sequence[TurnTag],
+    task_rewards: Mapping[Hashable, Sequence[float]],
+    gamma: float = 0.6,
+    mode: str = "mean_norm",
+    invalid_penalty: float = 0.5,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Returns and advantages of every turn: the whole of SkillRise's credit assignment."""
+    returns = turn_returns(tags, task_rewards, gamma)
+    return returns, advantages(tags, returns, mode=mode, invalid_penalty=invalid_penalty)

@@ -1,0 +1,269 @@
+"""Rollouts: S sequences x G trials per step, played in lockstep over SequenceEnvs in an `EnvPool`.
+
+Each round, every live trial contributes its current prompt; all prompts go to the model in one batched
+generation call (TRL's generation path: HF generate on CPU, vLLM on GPUs); every completion is stepped in
+its env, and every model call becomes one tagged `Turn` (skillrise_gym.records).
+
+SkillRise (`algo="skillrise"`): trial = one SequenceEnv episode of K tasks with solve and curate turns; the G
+trials of a sequence are pinned to the same task ids with ``reset(options={"task_ids": ...})``.
+
+GRPO baseline (`algo="grpo"`): the same S sequences are drawn, but each of their K tasks is played as its own
+single-task episode (a SequenceEnv with K=1: no skill document is ever written, no curate turn), G trials per
+task. So a step attempts exactly the same S*G*K tasks as SkillRise, and the only difference is the carried
+skill document and its credit. (Suppressing the document inside a K-task env would still play tasks one
+after another within a trial; independent K=1 episodes make the tasks independent and let all of them run
+in parallel, as the reference's baseline does with N=24 = 8 x 3 envs.)
+"""
+
+from __future__ import annotations
+
+import time
+import zlib
+from collections import defaultdict
+from dataclasses import dataclass, field
+from typing import Any, Callable, Sequence
+
+from skillrise_gym.backends import backend_class
+from skillrise_gym.env import SequenceEnv
+from skillrise_gym.records import Turn
+from skillrise_gym.sequences import SequenceSampler, TaskSequence
+from skillrise_gym.vector import EnvPool, env_fn
+from skillrise_train.credit import TurnTag
+
+# Offsets that keep evaluation draws apart from training draws of the same seed.
+EVAL_SEED_OFFSET = 1_000_003
+
+
+@dataclass
+class Completion:
+    """One model call: the prompt tokens it saw, the tokens it produced and their text."""
+
+    prompt_ids: list[int]
+    completion_ids: list[int]
+    text: str
+    prompt_truncated: bool = False
+
+
+GenerateFn = Callable[[list[str]], list[Completion]]
+
+
+@dataclass
+class TrialPlan:
+    """One trial: which env plays it and which tasks it plays."""
+
+    env_index: int
+    trial_id: str
+    group_id: str  # trials compared with each other share it
+    sequence: TaskSequence
+    task_ids: list[str]  # the tasks this env episode plays
+    position_offset: int = 0  # position of task_ids[0] in `sequence` (GRPO: each task is its own episode)
+
+
+@dataclass
+class TurnSample:
+    """A recorded turn plus what training needs: its credit tag and token ids."""
+
+    turn: Turn
+    tag: TurnTag
+    prompt_ids: list[int]
+    completion_ids: list[int]
+
+
+@dataclass
+class RolloutResult:
+    """Everything one rollout produced."""
+
+    samples: list[TurnSample]
+    task_rewards: dict[str, list[float]]  # trial_id -> r_0..r_{K-1} (for GRPO: keyed per task episode)
+    success: dict[str, list[bool]]  # trial_id -> per-position success of the trial's episode
+    plans: list[TrialPlan]
+    generation_seconds: float = 0.0
+    env_seconds: float = 0.0
+    completion_tokens: int = 0
+    prompt_tokens: int = 0
+    truncated_prompts: int = 0
+
+    def position_success(self, K: int) -> list[float]:
+        """Success rate of each task position of the sequences (over trials; GRPO: over task episodes)."""
+        hits, counts = [0.0] * K, [0] * K
+        for plan in self.plans:
+            for offset, solved in enumerate(self.success.get(plan.trial_id, [])):
+                pos = plan.position_offset + offset
+                hits[pos] += float(solved)
+                counts[pos] += 1
+        return [h / c if c else 0.0 for h, c in zip(hits, counts)]
+
+
+def default_splits(env: str) -> tuple[str, str]:
+    """(train split, held-out split) of a backend: its first split and its last one."""
+    splits = backend_class(env).splits
+    return splits[0], splits[-1]
+
+
+def _reset_seed(*parts: Any) -> int:
+    """A stable 31-bit seed from parts (Python's hash() is salted per process)."""
+    return zlib.crc32(repr(parts).encode()) & 0x7FFFFFFF
+
+
+class RolloutEngine:
+    """Owns the env pool and the sequence sampler of one split; plays rollouts with a generate function."""
+
+    def __init__(
+        self,
+        env: str,
+        algo: str,
+        K: int,
+        G: int,
+        S: int,
+        split: str,
+        max_task_steps: int,
+        success_reward: float = 10.0,
+        seed: int = 0,
+        workers: int = 0,
+        backend_options: dict[str, Any] | None = None,
+        generation_batch: int = 64,
+        rank: int = 0,
+        world_size: int = 1,
+    ) -> None:
+        self.env, self.algo, self.K, self.G, self.S = env, algo, K, G, S
+        self.split, self.seed, self.success_reward = split, seed, success_reward
+        self.generation_batch = generation_batch
+        self.rank, self.world_size = rank, world_size
+        options = dict(backend_options or {})
+        # The sampler lives in this process: it only needs the task list, never an engine episode.
+        self._catalog_env = SequenceEnv(backend=env, K=K, split=split, backend_options=options)
+        self.sampler: SequenceSampler = self._catalog_env.sampler()
+        episode_K = K if algo == "skillrise" else 1
+        num_envs = S * G if algo == "skillrise" else S * K * G
+        fn = env_fn(env, K=episode_K, split=split, max_task_steps=max_task_steps, backend_options=options)
+        self.pool = EnvPool([fn] * num_envs, workers=workers)
+
+    def close(self) -> None:
+        self.pool.close()
+        self._catalog_env.close()
+
+    # ------------------------------------------------------------------ planning
+    def sequences(self, index: int, n: int, seed_offset: int = 0) -> list[TaskSequence]:
+        """The n sequences of draw `index` (a training step, or the fixed evaluation draw)."""
+        first = (index * self.world_size + self.rank) * n
+        return [self.sampler.sequence(self.seed + seed_offset, first + s) for s in range(n)]
+
+    def plan(self, sequences: Sequence[TaskSequence], tag: str) -> list[TrialPlan]:
+        """Assign trials to envs: G trials per sequence (SkillRise) or per task of a sequence (GRPO)."""
+        plans: list[TrialPlan] = []
+        for s, sequence in enumerate(sequences):
+            ids = [t.id for t in sequence.tasks]
+            if self.algo == "skillrise":
+                for g in range(self.G):
+                    plans.append(TrialPlan(len(plans), f"{tag}/s{s}/g{g}", f"{tag}/s{s}", sequence, ids))
+            else:
+                for j, task_id in enumerate(ids):
+                    for g in range(self.G):
+                        plans.append(
+                            TrialPlan(len(plans), f"{tag}/s{s}/t{j}/g{g}", f"{tag}/s{s}/t{j}", sequence, [task_id], j)
+                        )
+        return plans
+
+    # ------------------------------------------------------------------ playing
+    def play(self, plans: Sequence[TrialPlan], generate: GenerateFn, step: int = 0) -> RolloutResult:
+        """Play every planned trial to its end, generating for all live trials together each round."""
+        result = RolloutResult(samples=[], task_rewards={}, success={}, plans=list(plans))
+        observations: dict[int, dict[str, Any]] = {}
+        by_env = {plan.env_index: plan for plan in plans}
+        started = time.perf_counter()
+        replies = self.pool.reset_many(
+            {
+                p.env_index: (_reset_seed(self.seed, step, p.trial_id), {"task_ids": p.task_ids})
+                for p in plans
+            }
+        )
+        for index, (obs, _info) in replies.items():
+            observations[index] = obs
+        for plan in plans:
+            result.task_rewards[plan.trial_id] = [0.0] * len(plan.task_ids)
+        result.env_seconds += time.perf_counter() - started
+
+        live = sorted(by_env)
+        while live:
+            prompts = [observations[i]["prompt"] for i in live]
+            started = time.perf_counter()
+            completions: list[Completion] = []
+            for start in range(0, len(prompts), self.generation_batch):
+                completions.extend(generate(prompts[start : start + self.generation_batch]))
+            result.generation_seconds += time.perf_counter() - started
+
+            started = time.perf_counter()
+            outcomes = self.pool.step_many({i: c.text for i, c in zip(live, completions)})
+            result.env_seconds += time.perf_counter() - started
+
+            still_live = []
+            for index, completion, prompt in zip(live, completions, prompts):
+                plan = by_env[index]
+                obs, reward, terminated, truncated, info = outcomes[index]
+                position = int(info["position"])
+                role = info["role"]
+                if role == "solve":
+                    result.task_rewards[plan.trial_id][position] += float(reward) * self.success_reward
+                turn = Turn(
+                    role=role,
+                    position=plan.position_offset + position,
+                    sequence_id=plan.sequence.id,
+                    trial_id=plan.trial_id,
+                    task_id=info["task_id"],
+                    family=info["family"],
+                    benchmark=plan.sequence.tasks[0].benchmark,
+                    prompt=prompt,
+                    response=completion.text,
+                    action=str(info.get("action", "")),
+                    format_valid=bool(info.get("format_valid", False)),
+                    reward=float(reward),
+                    success=bool(info.get("success", False)),
+                    score=float(info.get("score", 0.0)),
+                    step_index=int(info.get("step_index", 0)),
+                    prompt_tokens=len(completion.prompt_ids),
+                    completion_tokens=len(completion.completion_ids),
+                    task_done=bool(info.get("task_done", False)),
+                    engine_error=info.get("engine_error"),
+                    extra={"step": step, "group_id": plan.group_id, "prompt_truncated": completion.prompt_truncated},
+                )
+                tag = TurnTag(
+                    trial=plan.trial_id, group=plan.group_id, role=role, position=turn.position,
+                    format_valid=turn.format_valid,
+                )
+                result.samples.append(TurnSample(turn, tag, completion.prompt_ids, completion.completion_ids))
+                result.completion_tokens += len(completion.completion_ids)
+                result.prompt_tokens += len(completion.prompt_ids)
+                result.truncated_prompts += int(completion.prompt_truncated)
+                if terminated or truncated:
+                    summary = info.get("summary") or {}
+                    result.success[plan.trial_id] = [bool(s) for s in summary.get("success", [])]
+                else:
+                    observations[index] = obs
+                    still_live.append(index)
+            live = still_live
+        return result
+
+
+def rollout_stats(result: RolloutResult, advantages: Sequence[float], K: int) -> dict[str, float]:
+    """Per-step numbers for the metrics log: per-position success, advantages by role, token counts."""
+    stats: dict[str, float] = {}
+    for pos, rate in enumerate(result.position_success(K)):
+        stats[f"success/pos{pos}"] = rate
+    successes = [s for v in result.success.values() for s in v]
+    stats["success/mean"] = sum(successes) / len(successes) if successes else 0.0
+    by_role: dict[str, list[float]] = defaultdict(list)
+    for sample, adv in zip(result.samples, advantages):
+        by_role[sample.turn.role].append(float(adv))
+    for role in ("solve", "curate"):
+        values = by_role.get(role, [])
+        stats[f"advantage/{role}_mean"] = sum(values) / len(values) if values else 0.0
+        stats[f"advantage/{role}_abs"] = sum(abs(v) for v in values) / len(values) if values else 0.0
+        stats[f"turns/{role}"] = float(len(values))
+    valid = [s.turn.format_valid for s in result.samples]
+    stats["format_valid"] = sum(valid) / len(valid) if valid else 0.0
+    stats["tokens/completion"] = float(result.completion_tokens)
+    stats["tokens/prompt"] = float(result.prompt_tokens)
+    stats["prompts_truncated"] = float(result.truncated_prompts)
+    stats["time/generation_s"] = result.generation_seconds
+    stats["time/env_s"] = result.env_seconds
+    return stats

@@ -1,0 +1,259 @@
+"""`SkillRiseTrainer`: a thin `trl.GRPOTrainer` subclass that supplies prompts, completions and advantages.
+
+What TRL does, unchanged: generation (`_generate_single_turn`: HF generate on CPU, vLLM colocate/server on
+GPUs with weight sync), the clipped policy loss (`_compute_loss`, `loss_type`, `epsilon`, `delta` as the
+dual clip, entropy bonus), the optimizer, LoRA via PEFT, accelerate/DeepSpeed, checkpoints and resume.
+
+What this class changes:
+- `_generate_and_score_completions`: instead of sampling `num_generations` completions per dataset prompt
+  and scoring them with reward functions, it plays one rollout (S sequences x G trials, `rollout.py`),
+  assigns credit (`credit.py`) and returns one row per model call with that turn's advantage.
+- `_get_per_token_logps_and_entropies`: asks the model for only the last `logits_to_keep + 1` positions.
+  TRL's fused LM head scores every position when Triton is unavailable (CPU), which on agent turns (long
+  prompts, short completions) is mostly wasted work; the numbers are identical.
+- `training_step`: stops with `NonFiniteLossError` on a NaN/inf loss, before the optimizer step, so the last
+  checkpoint on disk stays the last good one.
+
+The dataset handed to TRL is a placeholder: the envs own the prompts. Rows are padded with all-masked rows
+to a multiple of `steps_per_generation`, because TRL's split drops the remainder rows silently.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from typing import Any
+
+import torch
+from trl import GRPOConfig, GRPOTrainer
+from trl.trainer.utils import pad, selective_log_softmax, selective_log_softmax_and_entropy
+
+from skillrise_gym.records import write_jsonl
+from skillrise_train.config import TrainConfig
+from skillrise_train.credit import assign_credit
+from skillrise_train.rollout import Completion, RolloutEngine, RolloutResult, rollout_stats
+
+
+class NonFiniteLossError(RuntimeError):
+    """The loss became NaN or infinite; training stopped before the optimizer step."""
+
+
+def _unused_reward(completions: list, **kwargs: Any) -> list[float]:
+    """GRPOTrainer requires a reward source; rewards here come from the envs, so this is never called."""
+    raise RuntimeError("SkillRiseTrainer scores completions through the environments, not reward functions")
+
+
+def make_grpo_config(config: TrainConfig, **overrides: Any) -> GRPOConfig:
+    """The GRPOConfig that realises a TrainConfig (the mapping is all in one place)."""
+    use_cpu = not torch.cuda.is_available()
+    args = dict(
+        output_dir=config.output_dir,
+        learning_rate=config.lr,
+        lr_scheduler_type="constant",
+        warmup_steps=0,
+        weight_decay=config.weight_decay,
+        max_grad_norm=config.max_grad_norm,
+        max_steps=config.steps,
+        # TRL wants >= 2 generations per prompt; our rows are turns, so these only size the placeholder batches.
+        num_generations=2,
+        per_device_train_batch_size=2,
+        gradient_accumulation_steps=config.grad_accum,
+        steps_per_generation=config.grad_accum,
+        num_iterations=1,
+        max_completion_length=config.max_new_tokens,
+        temperature=config.temperature,
+        top_p=1.0,
+        top_k=0,
+        epsilon=config.epsilon,
+        delta=config.dual_clip if config.dual_clip > 0 else None,
+        entropy_coef=config.entropy_coef,
+        loss_type=config.loss_type,
+        beta=0.0,  # no KL term, no reference model (as the reference)
+        chat_template_kwargs={"enable_thinking": False},
+        use_vllm=config.use_vllm,
+        vllm_mode="colocate",
+        vllm_gpu_memory_utilization=config.vllm_gpu_memory_utilization,
+        # on-policy single epoch: the old policy is the current one, no importance correction needed
+        vllm_importance_sampling_correction=False,
+        bf16=config.bf16 and not use_cpu,
+        fp16=False,
+        gradient_checkpointing=config.gradient_checkpointing and not use_cpu,
+        use_cpu=use_cpu,
+        logging_steps=1,
+        save_strategy="steps",
+        save_steps=max(1, config.save_interval),
+        save_only_model=False,
+        report_to="none",
+        seed=config.seed,
+        data_seed=config.seed,
+        shuffle_dataset=False,
+        remove_unused_columns=False,
+        disable_tqdm=True,
+        log_completions=False,
+        dataloader_num_workers=0,
+    )
+    args.update(overrides)
+    return GRPOConfig(**args)
+
+
+class SkillRiseTrainer(GRPOTrainer):
+    """GRPOTrainer whose batches are the turns of SkillRise (or GRPO-baseline) rollouts."""
+
+    def __init__(
+        self,
+        config: TrainConfig,
+        model: Any,
+        tokenizer: Any,
+        rollout: RolloutEngine,
+        args: GRPOConfig | None = None,
+        peft_config: Any = None,
+        callbacks: list | None = None,
+    ) -> None:
+        from datasets import Dataset
+
+        self.config = config
+        self.rollout = rollout
+        args = args or make_grpo_config(config)
+        placeholder = Dataset.from_dict({"prompt": ["(prompts come from the environments)"] * args.generation_batch_size})
+        super().__init__(
+            model=model,
+            reward_funcs=_unused_reward,
+            args=args,
+            train_dataset=placeholder,
+            processing_class=tokenizer,
+            peft_config=peft_config,
+            callbacks=callbacks,
+        )
+        self.max_prompt_tokens = self._prompt_budget(config)
+        self.last_rollout: RolloutResult | None = None
+        self.last_stats: dict[str, float] = {}
+        self._step_started = time.perf_counter()
+
+    # ------------------------------------------------------------------ prompts and generation
+    def _prompt_budget(self, config: TrainConfig) -> int:
+        """Longest prompt in tokens: the flag, else the model's context minus the completion budget."""
+        if config.max_prompt_tokens > 0:
+            return config.max_prompt_tokens
+        context = getattr(self.model.config, "max_position_embeddings", None) or 4096
+        return max(16, int(context) - config.max_new_tokens)
+
+    def encode_prompt(self, text: str) -> tuple[list[int], bool]:
+        """Token ids of one prompt as a single user message; a prompt over budget loses its middle.
+
+        The head (role, skill document) and the tail (admissible actions, the answer instruction, the
+        chat template's assistant header) are what a turn needs most, so the middle (old history) goes.
+        """
+        ids = self.processing_class.apply_chat_template(
+            [{"role": "user", "content": text}], add_generation_prompt=True, tokenize=True,
+            return_dict=False, **self.chat_template_kwargs,
+        )
+        if isinstance(ids, dict) or hasattr(ids, "keys"):
+            ids = ids["input_ids"]
+        ids = list(ids)
+        budget = self.max_prompt_tokens
+        if len(ids) <= budget:
+            return ids, False
+        head = budget // 4
+        return ids[:head] + ids[len(ids) - (budget - head) :], True
+
+    def generate_completions(self, prompts: list[str]) -> list[Completion]:
+        """One batched generation through TRL's path (num_generations=1 per prompt)."""
+        encoded = [self.encode_prompt(p) for p in prompts]
+        prompt_ids = [ids for ids, _ in encoded]
+        completion_ids, _logprobs = self._generate_single_turn(prompt_ids, None, {}, num_generations=1)
+        texts = self.processing_class.batch_decode(completion_ids, skip_special_tokens=True)
+        return [
+            Completion(list(p), list(c), t, truncated)
+            for (p, truncated), c, t in zip(encoded, completion_ids, texts)
+        ]
+
+    # ------------------------------------------------------------------ rollout -> rows
+    def _generate_and_score_completions(self, inputs: list[dict[str, Any]]) -> dict[str, Any]:
+        step = self.state.global_step
+        sequences = self.rollout.sequences(step, self.config.S)
+        plans = self.rollout.plan(sequences, tag=f"step{step}")
+        result = self.rollout.play(plans, self.generate_completions, step=step)
+        tags = [s.tag for s in result.samples]
+        returns, advantages = assign_credit(
+            tags, result.task_rewards, gamma=self.config.gamma, mode=self.config.advantage_mode,
+            invalid_penalty=self.config.invalid_penalty,
+        )
+        self.last_rollout = result
+        self.last_stats = rollout_stats(result, advantages, self.config.K)
+        for name, value in self.last_stats.items():
+            self._metrics["train"][name].append(value)
+        if self.config.record_turns and self.accelerator.is_main_process:
+            for sample, ret, adv in zip(result.samples, returns, advantages):
+                sample.turn.extra.update({"return": float(ret), "advantage": float(adv), "algo": self.config.algo})
+            write_jsonl(f"{self.args.output_dir}/turns.jsonl", [s.turn for s in result.samples])
+        return self.rows_to_batch(
+            [s.prompt_ids for s in result.samples], [s.completion_ids for s in result.samples], advantages
+        )
+
+    def rows_to_batch(self, prompt_ids: list[list[int]], completion_ids: list[list[int]], advantages) -> dict[str, Any]:
+        """Left-padded prompts, right-padded completions, one advantage per row; padded with empty rows."""
+        device = self.accelerator.device
+        rows = len(prompt_ids)
+        multiple = self.args.steps_per_generation
+        missing = (-rows) % multiple
+        pad_id = self._tokenizer.pad_token_id
+        prompts = [torch.tensor(p, dtype=torch.long) for p in prompt_ids] + [torch.tensor([pad_id])] * missing
+        completions = [torch.tensor(c or [pad_id], dtype=torch.long) for c in completion_ids]
+        completions += [torch.tensor([pad_id])] * missing
+        prompt_mask = [torch.ones_like(p) for p in prompts[:rows]] + [torch.zeros(1, dtype=torch.long)] * missing
+        completion_mask = [torch.full_like(c, int(bool(src))) for c, src in zip(completions[:rows], completion_ids)]
+        completion_mask += [torch.zeros(1, dtype=torch.long)] * missing
+        advantage = torch.tensor(list(advantages) + [0.0] * missing, dtype=torch.float32)
+        batch = {
+            "prompt_ids": pad(prompts, padding_value=pad_id, padding_side="left").to(device),
+            "prompt_mask": pad(prompt_mask, padding_value=0, padding_side="left").to(device),
+            "completion_ids": pad(completions, padding_value=pad_id, padding_side="right").to(device),
+            "completion_mask": pad(completion_mask, padding_value=0, padding_side="right").to(device),
+            "advantages": advantage.to(device),
+        }
+        # a padding row must keep one attended position so attention never sees an all-masked row
+        if missing:
+            batch["prompt_mask"][rows:, -1] = 1
+        batch["num_items_in_batch"] = self.accelerator.gather(batch["completion_mask"].sum()).sum()
+        return batch
+
+    # ------------------------------------------------------------------ scoring only completion positions
+    def _get_per_token_logps_and_entropies(
+        self, model, input_ids, attention_mask, logits_to_keep, batch_size=None, compute_entropy=False,
+        compute_aux_loss=False, **multimodal,
+    ):
+        if compute_aux_loss or any(v is not None for v in multimodal.values()):
+            return super()._get_per_token_logps_and_entropies(
+                model, input_ids, attention_mask, logits_to_keep, batch_size=batch_size,
+                compute_entropy=compute_entropy, compute_aux_loss=compute_aux_loss, **multimodal,
+            )
+        batch_size = batch_size or input_ids.size(0)
+        all_logps, all_entropies = [], []
+        for start in range(0, input_ids.size(0), batch_size):
+            ids = input_ids[start : start + batch_size]
+            mask = attention_mask[start : start + batch_size]
+            with self.accelerator.autocast():
+                # the logits at position t predict token t+1: keep_k + 1 positions cover the k completion tokens
+                logits = model(input_ids=ids, attention_mask=mask, logits_to_keep=logits_to_keep + 1, use_cache=False).logits
+            logits = logits[:, :-1, :].float()
+            targets = ids[:, -logits_to_keep:]
+            if compute_entropy:  # the entropy bonus needs its gradient
+                logps, entropy = selective_log_softmax_and_entropy(logits, targets, temperature=self.temperature)
+                all_entropies.append(entropy)
+            else:
+                logps = selective_log_softmax(logits / self.temperature, targets)
+            all_logps.append(logps)
+        logps = torch.cat(all_logps, dim=0)
+        entropies = torch.cat(all_entropies, dim=0) if compute_entropy else None
+        return logps, entropies, None
+
+    # ------------------------------------------------------------------ safety
+    def training_step(self, model, inputs, num_items_in_batch):
+        loss = super().training_step(model, inputs, num_items_in_batch)
+        if not math.isfinite(float(loss.detach().float().cpu())):
+            raise NonFiniteLossError(
+                f"the loss became {float(loss)} at step {self.state.global_step + 1}; stopped before the optimizer "
+                f"step. The last good checkpoint is in {self.args.output_dir} (resume with --resume); try a lower "
+                f"--lr or float32."
+            )
+        return loss
