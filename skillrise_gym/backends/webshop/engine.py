@@ -44,21 +44,27 @@ class ShopConfig:
 
 
 class Shop:
-    """Catalog + shuffled goals + search index + noun extractor for one configuration."""
+    """Catalog + shuffled goals + search index + noun extractor: the read-only part of the environment."""
 
-    def __init__(self, config: ShopConfig) -> None:
-        self.config = config
+    def __init__(self, catalog: Catalog, goals: list[dict], search_engine: SearchEngine,
+                 noun_matcher: str = "auto", seed: int = UPSTREAM_GOAL_SEED) -> None:
+        self.catalog = catalog
+        self.goals = goals
+        self.search_engine = search_engine
+        self.nouns, self.noun_method = make_noun_extractor(noun_matcher)
+        self._random = random.Random(seed)  # for the '<r>' random-results query
+
+    @classmethod
+    def build(cls, config: ShopConfig) -> "Shop":
+        """Load (or generate) the catalog, draw prices and goals in upstream's order, index it."""
         # one RNG for the load-time price draws and the goal price ceilings, in upstream's order
         rng = random.Random(config.goal_seed)
-        self.catalog: Catalog = load_catalog(config.data_dir, config.num_products, config.catalog_seed,
-                                             config.human_goals, rng)
-        self.goals = make_goals(self.catalog.products, self.catalog.prices, config.human_goals, rng,
-                                shuffle_seed=config.goal_seed)
-        index_folder = (cache_dir("webshop", "index", f"{self.catalog.cache_key}-v{INDEX_VERSION}")
+        catalog = load_catalog(config.data_dir, config.num_products, config.catalog_seed, config.human_goals, rng)
+        goals = make_goals(catalog.products, catalog.prices, config.human_goals, rng, shuffle_seed=config.goal_seed)
+        index_folder = (cache_dir("webshop", "index", f"{catalog.cache_key}-v{INDEX_VERSION}")
                         if config.cache_index else None)
-        self.search_engine = SearchEngine(self.catalog.products, cache_folder=index_folder)
-        self.nouns, self.noun_method = make_noun_extractor(config.noun_matcher)
-        self._random = random.Random(config.goal_seed)
+        return cls(catalog, goals, SearchEngine(catalog.products, cache_folder=index_folder),
+                   noun_matcher=config.noun_matcher, seed=config.goal_seed)
 
     def top_products(self, keywords: list[str]) -> list[dict]:
         """Upstream `get_top_n_product_from_keywords`, special '<r>', '<a>', '<c>', '<q>' prefixes included."""
@@ -88,7 +94,7 @@ def get_shop(config: ShopConfig) -> Shop:
     with _SHOPS_LOCK:
         shop = _SHOPS.get(config)
         if shop is None:
-            shop = _SHOPS[config] = Shop(config)
+            shop = _SHOPS[config] = Shop.build(config)
         return shop
 
 
