@@ -10,7 +10,7 @@ Failure handling, per request:
   retried up to `max_retries` times with exponential backoff and jitter (429 and 503 honour
   ``Retry-After``). When the retries are spent, `AgentError` says what failed last.
 - other HTTP 4xx (bad key, unknown model, bad request): not retried; `AgentError` with the server's message.
-- an empty completion: asked again `empty_retries` times; if it stays empty it is accepted as "" (the env
+- an empty completion (no content at all): asked again `empty_retries` times; if it stays empty it is accepted as "" (the env
   records an invalid, empty action) and tagged ``extra["empty_completion"]``.
 Observations of one `act` call are sent concurrently, at most `concurrency` requests at a time.
 """
@@ -102,14 +102,14 @@ class OpenAIAgent(Agent):
                 self._count("retries")
                 time.sleep(self._backoff(retries, exc.wait_s))
                 continue
-            if not text.strip() and empties < self.config.empty_retries:
+            if not text and empties < self.config.empty_retries:
                 empties += 1
                 self._count("empty_completions")
                 continue
             extra: dict[str, Any] = {"finish_reason": finish}
             if retries:
                 extra["retries"] = retries
-            if not text.strip():
+            if not text:
                 extra["empty_completion"] = True
             if not usage:
                 extra["usage_missing"] = True
