@@ -14,6 +14,7 @@ import json
 import os
 import sys
 import time
+import warnings
 from dataclasses import MISSING, fields
 from pathlib import Path
 from typing import Any, Sequence
@@ -80,10 +81,6 @@ class MetricsLogger:
 
             def on_step_end(self, args, state, control, **kwargs):
                 logger.step_seconds = time.perf_counter() - logger.step_started
-                if logger.evaluate and config.eval_sequences and config.eval_interval and (
-                    state.global_step % config.eval_interval == 0
-                ):
-                    logger.evaluate(state.global_step)
 
             def on_log(self, args, state, control, logs=None, **kwargs):
                 logger.log(state.global_step, dict(logs or {}))
@@ -120,6 +117,10 @@ class MetricsLogger:
             print(" | ".join(f"{c:>11s}" for c in CONSOLE_COLUMNS), flush=True)
             self.header_printed = True
         print(" | ".join(f"{c:>11s}" for c in row), flush=True)
+        if self.evaluate and self.config.eval_sequences and self.config.eval_interval and (
+            step % self.config.eval_interval == 0
+        ):
+            self.evaluate(step)
 
 
 # ---------------------------------------------------------------------------------------- main
@@ -138,13 +139,14 @@ def run(config: TrainConfig) -> dict[str, Any]:
     import transformers
     from transformers import PrinterCallback
 
-    from skillrise_gym.models import load_model_and_tokenizer, resolve_model_path
+    from skillrise_gym.models import resolve_model_path
     from skillrise_train.rollout import EVAL_SEED_OFFSET, RolloutEngine, default_splits
-    from skillrise_train.trainer import SkillRiseTrainer, make_grpo_config
+    from skillrise_train.trainer import SkillRiseTrainer
 
     started = time.perf_counter()
     transformers.utils.logging.set_verbosity_error()
     transformers.utils.logging.disable_progress_bar()
+    warnings.filterwarnings("ignore", category=FutureWarning)
     if not torch.cuda.is_available():
         torch.set_num_threads(max(1, config.threads))
     out = Path(config.output_dir)
@@ -156,30 +158,13 @@ def run(config: TrainConfig) -> dict[str, Any]:
     out.mkdir(parents=True, exist_ok=True)
     (out / "config.json").write_text(json.dumps(config.to_dict(), indent=2))
 
-    model_path = resolve_model_path(config.model)
-    model, tokenizer = load_model_and_tokenizer(model_path)
+    resolve_model_path(config.model)  # fail early, before any env starts, on a bad model name
     backend_options = json.loads(config.backend_options) if config.backend_options else {}
-    train_split, eval_split = default_splits(config.env)
-    train_split = config.train_split or train_split
-    eval_split = config.eval_split or eval_split
-    peft_config = None
-    if config.lora:
-        from peft import LoraConfig
-
-        peft_config = LoraConfig(
-            r=config.lora_r, lora_alpha=config.lora_alpha, lora_dropout=0.0, target_modules="all-linear",
-            task_type="CAUSAL_LM",
-        )
-    args = make_grpo_config(config)
-    rollout = RolloutEngine(
-        config.env, config.algo, config.K, config.G, config.S, train_split, config.max_task_steps,
-        success_reward=config.success_reward, seed=config.seed, workers=config.env_workers,
-        backend_options=backend_options, generation_batch=config.generation_batch,
-        rank=args.process_index, world_size=args.world_size,
-    )
+    eval_split = config.eval_split or default_splits(config.env)[1]
     logger = MetricsLogger(config, out)
-    trainer = SkillRiseTrainer(config, model, tokenizer, rollout, args=args, peft_config=peft_config,
-                               callbacks=[logger.callback])
+    trainer = SkillRiseTrainer.from_config(config, callbacks=[logger.callback])
+    rollout = trainer.rollout
+    train_split = rollout.split
     trainer.remove_callback(PrinterCallback)
     evaluations: list[dict[str, Any]] = []
     eval_engine: RolloutEngine | None = None

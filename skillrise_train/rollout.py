@@ -226,8 +226,9 @@ class RolloutEngine:
                     engine_error=info.get("engine_error"),
                     extra={"step": step, "group_id": plan.group_id, "prompt_truncated": completion.prompt_truncated},
                 )
+                # credit indexes the trial's own task list, so the tag keeps the episode-local position
                 tag = TurnTag(
-                    trial=plan.trial_id, group=plan.group_id, role=role, position=turn.position,
+                    trial=plan.trial_id, group=plan.group_id, role=role, position=position,
                     format_valid=turn.format_valid,
                 )
                 result.samples.append(TurnSample(turn, tag, completion.prompt_ids, completion.completion_ids))

@@ -129,6 +129,38 @@ class SkillRiseTrainer(GRPOTrainer):
         self.last_stats: dict[str, float] = {}
         self._step_started = time.perf_counter()
 
+    @classmethod
+    def from_config(cls, config: TrainConfig, callbacks: list | None = None, **arg_overrides: Any) -> "SkillRiseTrainer":
+        """Model, tokenizer, envs and TRL arguments from a TrainConfig (what the CLI runs)."""
+        import json
+
+        from skillrise_gym.models import load_model_and_tokenizer
+        from skillrise_train.rollout import default_splits
+
+        args = make_grpo_config(config, **arg_overrides)
+        model, tokenizer = load_model_and_tokenizer(config.model)
+        peft_config = None
+        if config.lora:
+            from peft import LoraConfig
+
+            peft_config = LoraConfig(
+                r=config.lora_r, lora_alpha=config.lora_alpha, lora_dropout=0.0, target_modules="all-linear",
+                task_type="CAUSAL_LM",
+            )
+        backend_options = json.loads(config.backend_options) if config.backend_options else {}
+        rollout = RolloutEngine(
+            config.env, config.algo, config.K, config.G, config.S,
+            config.train_split or default_splits(config.env)[0], config.max_task_steps,
+            success_reward=config.success_reward, seed=config.seed, workers=config.env_workers,
+            backend_options=backend_options, generation_batch=config.generation_batch,
+            rank=args.process_index, world_size=args.world_size,
+        )
+        try:
+            return cls(config, model, tokenizer, rollout, args=args, peft_config=peft_config, callbacks=callbacks)
+        except BaseException:
+            rollout.close()
+            raise
+
     # ------------------------------------------------------------------ prompts and generation
     def _prompt_budget(self, config: TrainConfig) -> int:
         """Longest prompt in tokens: the flag, else the model's context minus the completion budget."""

@@ -1,0 +1,111 @@
+"""Credit assignment and advantages against hand-computed cases (skillrise_train.credit)."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from skillrise_train.credit import TurnTag, advantages, assign_credit, curate_return, group_statistics, turn_returns
+
+
+def solve(trial, position, group="g", valid=True):
+    return TurnTag(trial=trial, group=group, role="solve", position=position, format_valid=valid)
+
+
+def curate(trial, position, group="g", valid=True):
+    return TurnTag(trial=trial, group=group, role="curate", position=position, format_valid=valid)
+
+
+def test_curate_return_k3_matches_the_reference_formula():
+    rewards = [10.0, 0.0, 10.0]
+    assert curate_return(rewards, 0, 0.6) == pytest.approx(0.6 * 0.0 + 0.36 * 10.0)
+    assert curate_return(rewards, 1, 0.6) == pytest.approx(6.0)
+    assert curate_return(rewards, 2, 0.6) == 0.0  # nothing comes after the last task
+    assert curate_return([0.0, 10.0, 10.0], 0, 0.5) == pytest.approx(5.0 + 2.5)
+
+
+def test_solve_turns_get_their_own_task_reward_only():
+    tags = [solve("a", 0), solve("a", 0), curate("a", 0), solve("a", 1)]
+    returns = turn_returns(tags, {"a": [0.0, 10.0]}, gamma=0.6)
+    np.testing.assert_allclose(returns, [0.0, 0.0, 6.0, 10.0])
+
+
+def test_k1_has_only_solve_turns_and_plain_group_baseline():
+    tags = [solve("a", 0), solve("b", 0), solve("b", 0)]
+    returns, adv = assign_credit(tags, {"a": [10.0], "b": [0.0]}, invalid_penalty=0.0)
+    np.testing.assert_allclose(returns, [10.0, 0.0, 0.0])
+    np.testing.assert_allclose(adv, [5.0, -5.0, -5.0])
+
+
+def test_g1_singleton_groups_have_mean_zero():
+    # one trial per group: mean 0, std 1 (the reference's convention), so the advantage is the return
+    tags = [solve("a", 0), curate("a", 0), solve("a", 1, valid=False)]
+    returns, adv = assign_credit(tags, {"a": [10.0, 10.0]}, gamma=0.6, invalid_penalty=0.5)
+    np.testing.assert_allclose(returns, [10.0, 6.0, 10.0])
+    np.testing.assert_allclose(adv, [10.0, 6.0, 9.5])
+    _, adv_std = assign_credit(tags, {"a": [10.0, 10.0]}, mode="mean_std_norm", invalid_penalty=0.0)
+    np.testing.assert_allclose(adv_std, [10.0 / (1 + 1e-6), 6.0 / (1 + 1e-6), 10.0 / (1 + 1e-6)])
+
+
+@pytest.mark.parametrize("mode", ["mean_norm", "mean_std_norm"])
+def test_equal_returns_give_zero_advantage_and_the_penalty_does_not_explode(mode):
+    tags = [solve(t, 0, valid=(t != "c")) for t in "abcd"] + [curate(t, 0) for t in "abcd"] + [solve(t, 1) for t in "abcd"]
+    rewards = {t: [10.0, 10.0] for t in "abcd"}
+    _, adv = assign_credit(tags, rewards, mode=mode, invalid_penalty=0.5)
+    expected = np.zeros(len(tags))
+    expected[2] = -0.5  # the invalid turn: penalty after normalisation, not divided by std=0
+    np.testing.assert_allclose(adv, expected, atol=1e-9)
+
+
+def test_each_trial_counts_once_per_group_even_with_many_turns():
+    # trial a solved task 0 after 3 turns, trial b failed in 1 turn: the mean is (10+0)/2, not (30+0)/4
+    tags = [solve("a", 0), solve("a", 0), solve("a", 0), solve("b", 0)]
+    stats = group_statistics(tags, np.array([10.0, 10.0, 10.0, 0.0]))
+    mean, std, count = stats[("g", 0, "solve")]
+    assert (mean, count) == (5.0, 2)
+    assert std == pytest.approx(math.sqrt(50.0))
+    _, adv = assign_credit(tags, {"a": [10.0], "b": [0.0]}, invalid_penalty=0.0)
+    np.testing.assert_allclose(adv, [5.0, 5.0, 5.0, -5.0])
+
+
+def test_mixed_roles_positions_and_groups_never_share_statistics():
+    # two sequences (groups x, y), two trials each, K=2
+    rewards = {"x1": [10.0, 10.0], "x2": [0.0, 0.0], "y1": [0.0, 10.0], "y2": [0.0, 0.0]}
+    tags = []
+    for trial in rewards:
+        group = trial[0]
+        tags += [solve(trial, 0, group), curate(trial, 0, group, valid=(trial != "y2")), solve(trial, 1, group)]
+    returns, adv = assign_credit(tags, rewards, gamma=0.6, mode="mean_norm", invalid_penalty=0.5)
+    # returns per trial: solve0, curate0 (= 0.6 r_1), solve1
+    np.testing.assert_allclose(returns, [10, 6, 10, 0, 0, 0, 0, 6, 10, 0, 0, 0])
+    np.testing.assert_allclose(
+        adv,
+        [
+            5, 3, 5,  # x1: group x means are 5 (solve0), 3 (curate0), 5 (solve1)
+            -5, -3, -5,  # x2
+            0, 3, 5,  # y1: y's solve0 returns are all 0; curate0 mean 3; solve1 mean 5
+            0, -3 - 0.5, -5,  # y2: its invalid curate turn pays the penalty
+        ],
+    )
+    _, adv_std = assign_credit(tags, rewards, gamma=0.6, mode="mean_std_norm", invalid_penalty=0.0)
+    # two trials with returns v and 0: std = v / sqrt(2), so the advantages are +-1/sqrt(2)
+    s = 1 / math.sqrt(2)
+    np.testing.assert_allclose(adv_std, [s, s, s, -s, -s, -s, 0, s, s, 0, -s, -s], atol=1e-6)
+
+
+def test_grpo_baseline_groups_are_tasks():
+    # the baseline's trials are single-task episodes (position 0 of their own episode), grouped per task
+    tags = [solve("s/t0/g0", 0, "s/t0"), solve("s/t0/g1", 0, "s/t0"), solve("s/t1/g0", 0, "s/t1"),
+            solve("s/t1/g1", 0, "s/t1")]
+    rewards = {"s/t0/g0": [10.0], "s/t0/g1": [0.0], "s/t1/g0": [0.0], "s/t1/g1": [0.0]}
+    _, adv = assign_credit(tags, rewards)
+    np.testing.assert_allclose(adv, [5.0, -5.0, 0.0, 0.0])
+
+
+def test_unknown_role_and_mode_are_rejected():
+    with pytest.raises(ValueError):
+        turn_returns([TurnTag("a", "g", "reflect", 0)], {"a": [0.0]}, 0.6)
+    with pytest.raises(ValueError):
+        advantages([solve("a", 0)], np.array([1.0]), mode="zscore")
