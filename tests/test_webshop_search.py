@@ -1,0 +1,113 @@
+"""WebShop search: the Lucene-like analyzer, the indexed document text and BM25 ranking (k1=0.9, b=0.4)."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+pytest.importorskip("bm25s")
+pytest.importorskip("Stemmer")
+
+from skillrise_gym.backends.webshop.search import (  # noqa: E402
+    LUCENE_STOPWORDS,
+    Analyzer,
+    SearchEngine,
+    document_text,
+)
+
+
+def doc(title, description="", bullets=("",), options=None):
+    return {"Title": title, "Description": description, "BulletPoints": list(bullets), "options": options or {}}
+
+
+def test_analyzer_like_anserini_default():
+    analyze = Analyzer()
+    assert len(LUCENE_STOPWORDS) == 33
+    # stopwords dropped, lower-cased, possessive removed, Porter-stemmed
+    assert analyze("The Women's Running Shoes and Socks") == ["women", "run", "shoe", "sock"]
+    # decimals and inner apostrophes stay in one token; hyphens and slashes split
+    assert analyze("3.5 oz don't wi-fi black/white") == ["3.5", "oz", "don't", "wi", "fi", "black", "white"]
+    assert analyze("") == [] and analyze("the of and") == []
+
+
+def test_document_text_is_upstreams_index_content():
+    product = doc("Red Mug", "Big mug.", ["Dishwasher safe", "second bullet is not indexed"],
+                  {"color": ["red", "blue"], "size": ["12 oz"]})
+    assert document_text(product) == "red mug big mug. dishwasher safe color: red, blue, and size: 12 oz"
+    assert document_text(doc("A", bullets=())) == "a   "  # no bullets: tolerated (upstream would fail)
+
+
+def test_ranking_prefers_rarer_terms_and_more_matches():
+    products = [
+        doc("blue running shoes"),  # 0: matches both terms
+        doc("red running shorts"),  # 1: 'running' only
+        doc("blue mug"),  # 2: 'blue' only
+        doc("blue plate"),  # 3
+        doc("blue bowl"),  # 4
+        doc("garden hose"),  # 5: nothing
+    ]
+    engine = SearchEngine(products)
+    hits = engine.search("running blue")
+    assert hits[0] == 0
+    # 'running' (2 docs) is rarer than 'blue' (4 docs): the running-only doc outranks the blue-only ones
+    assert hits[1] == 1
+    assert set(hits) == {0, 1, 2, 3, 4}  # only documents matching at least one term
+
+
+def test_ties_break_by_document_order_and_top_k_is_respected():
+    products = [doc(f"identical widget") for _ in range(80)]
+    engine = SearchEngine(products)
+    assert engine.search("widget") == list(range(50))
+    assert engine.search("widget", k=5) == [0, 1, 2, 3, 4]
+
+
+def test_no_match_and_empty_queries_return_nothing():
+    engine = SearchEngine([doc("blue mug"), doc("red cup")])
+    assert engine.search("zebra") == []
+    assert engine.search("") == [] and engine.search("the and") == []
+
+
+def test_scores_follow_lucene_bm25():
+    # two docs; query 'apple' appears once in a 2-token doc and twice in a 4-token doc
+    products = [doc("apple pie"), doc("apple apple tart crumble")]
+    engine = SearchEngine(products)
+    scores = engine.scores("apple")
+    n, df, k1, b = 2, 2, 0.9, 0.4
+    idf = math.log(1 + (n - df + 0.5) / (df + 0.5))
+    avgdl = (2 + 4) / 2
+
+    def bm25(tf, dl):
+        return idf * tf / (tf + k1 * (1 - b + b * dl / avgdl))
+
+    ratio = scores[0] / scores[1]
+    assert ratio == pytest.approx(bm25(1, 2) / bm25(2, 4), rel=1e-5)  # bm25s may scale by (k1 + 1)
+
+
+def test_repeated_query_terms_count_twice():
+    products = [doc("blue shoes"), doc("blue blue blue blue mug shoes shoes")]
+    engine = SearchEngine(products)
+    once, twice = engine.scores("shoes blue"), engine.scores("shoes shoes blue")
+    assert twice[0] > once[0]
+
+
+def test_index_cache_round_trip(tmp_path):
+    products = [doc("blue running shoes"), doc("red mug"), doc("green tea")]
+    first = SearchEngine(products, cache_folder=tmp_path / "idx")
+    second = SearchEngine(products, cache_folder=tmp_path / "idx")
+    assert not first.loaded_from_cache and second.loaded_from_cache
+    assert second.search("red mug") == first.search("red mug") == [1]
+
+
+def test_generated_catalog_queries_find_their_products():
+    """On the generated 1k catalog, a product's own query finds it in the top 50 most of the time."""
+    from skillrise_gym.backends.webshop.backend import WebShopBackend
+
+    shop = WebShopBackend(noun_matcher="fallback").shop
+    products = shop.catalog.products[:200]
+    found = sum(p["asin"] in {shop.catalog.products[i]["asin"] for i in shop.search_engine.search(p["query"])}
+                for p in products)
+    assert found / len(products) > 0.8
+    # and its exact title finds it first
+    for p in products[:50]:
+        assert shop.catalog.products[shop.search_engine.search(p["Title"].lower())[0]]["Title"] == p["Title"]
