@@ -342,8 +342,10 @@ class ScienceWorldBackend(Backend):
         try:
             observation, score, done, moves = self._engine_step(action)
         except EngineError as exc:
+            if self._episode is None:
+                raise
             self._lose_episode(str(exc))  # the task in flight is lost; the next reset restarts the JVM if needed
-            raise
+            raise EngineError(self._lost) from exc
         previous = ep.score
         ep.actions.append(action)
         ep.observation, ep.score, ep.done = observation, score, done

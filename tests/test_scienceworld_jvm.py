@@ -1,0 +1,145 @@
+"""ScienceWorld JVM lifecycle: heap cap and flags, close, garbage collection, worker exit, killed parent,
+a JVM killed with -9 mid-task (engine error, then restart), a hung JVM (watchdog), and no JVM left behind."""
+
+from __future__ import annotations
+
+import gc
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+
+import pytest
+
+pytest.importorskip("scienceworld")
+psutil = pytest.importorskip("psutil")
+
+from skillrise_gym.backends import EngineError  # noqa: E402
+from skillrise_gym.backends.scienceworld import ScienceWorldBackend  # noqa: E402
+from skillrise_gym.tasks import Task  # noqa: E402
+
+
+def java_children() -> list[psutil.Process]:
+    return [p for p in psutil.Process().children(recursive=True) if "java" in p.name().lower()]
+
+
+@pytest.fixture(scope="module", autouse=True)
+def no_jvm_left_after_module():
+    yield
+    gone, alive = psutil.wait_procs(java_children(), timeout=10)
+    assert not alive, f"JVMs left running: {[p.pid for p in alive]}"
+
+
+def wait_gone(pid: int, timeout: float = 10.0) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE:
+            return True
+        time.sleep(0.1)
+    return False
+
+
+def boil(variation: int = 0) -> Task:
+    return Task("scienceworld", f"boil-{variation}", "boil", 1.0, "train",
+                {"task_name": "boil", "variation": variation, "simplifications": "easy"})
+
+
+def test_heap_cap_and_determinism_flags_are_passed():
+    with ScienceWorldBackend(max_heap="512m", jvm_options=["-Dskillrise.test=1"]) as backend:
+        backend.reset(boil())
+        cmdline = psutil.Process(backend.jvm_pid).cmdline()
+        assert "-Xmx512m" in cmdline and "-XX:hashCode=2" in cmdline and "-Dskillrise.test=1" in cmdline
+    with ScienceWorldBackend(deterministic=False) as backend:
+        backend.reset(boil())
+        cmdline = psutil.Process(backend.jvm_pid).cmdline()
+        assert "-Xmx1g" in cmdline and "-XX:hashCode=2" not in cmdline
+
+
+def test_close_ends_the_jvm():
+    backend = ScienceWorldBackend()
+    backend.reset(boil())
+    pid = backend.jvm_pid
+    assert psutil.pid_exists(pid)
+    backend.close()
+    assert wait_gone(pid)
+    assert backend.jvm_pid is None
+    backend.close()
+
+
+def test_garbage_collection_ends_the_jvm():
+    backend = ScienceWorldBackend()
+    backend.reset(boil())
+    pid = backend.jvm_pid
+    del backend
+    gc.collect()
+    assert wait_gone(pid)
+
+
+def test_killed_jvm_is_an_engine_error_then_restarts():
+    with ScienceWorldBackend() as backend:
+        backend.reset(boil(1))
+        backend.step("look around")
+        first_pid = backend.jvm_pid
+        os.kill(first_pid, signal.SIGKILL)
+        assert wait_gone(first_pid)
+        with pytest.raises(EngineError, match="boil-1"):
+            backend.step("open door to kitchen")
+        # The lost task stays lost (never a silent success or failure) until the next reset.
+        with pytest.raises(EngineError):
+            backend.step("look around")
+        assert backend.expert_action() is None and backend.action_help() is None
+        result = backend.reset(boil(1))
+        assert result.observation.startswith("This room is called") and backend.jvm_starts == 2
+        assert backend.jvm_pid != first_pid
+        assert backend.step("look around").observation.startswith("This room is called")
+
+
+def test_hung_jvm_is_killed_by_the_watchdog():
+    with ScienceWorldBackend(call_timeout=5) as backend:
+        backend.reset(boil(2))
+        pid = backend.jvm_pid
+        os.kill(pid, signal.SIGSTOP)
+        try:
+            with pytest.raises(EngineError, match="no answer"):
+                backend.step("look around")
+            assert wait_gone(pid)
+        finally:
+            if psutil.pid_exists(pid):
+                os.kill(pid, signal.SIGCONT)
+        backend.call_timeout = 300  # the replacement JVM's start-up must not race a short test timeout
+        assert backend.reset(boil(2)).observation and backend.jvm_starts == 2
+
+
+CHILD = textwrap.dedent(
+    """
+    import sys, time
+    from skillrise_gym.backends.scienceworld import ScienceWorldBackend
+    from skillrise_gym.tasks import Task
+    backend = ScienceWorldBackend()
+    backend.reset(Task("scienceworld", "boil-0", "boil", 1.0, "train", {"task_name": "boil", "variation": 0}))
+    print(backend.jvm_pid, flush=True)
+    if sys.argv[1] == "hang":
+        time.sleep(600)
+    # "exit": leave without close(); the interpreter's exit must end the JVM
+    """
+)
+
+
+@pytest.mark.parametrize("how", ["exit", "killed"])
+def test_worker_exit_or_killed_parent_ends_the_jvm(how):
+    child = subprocess.Popen(
+        [sys.executable, "-c", CHILD, "hang" if how == "killed" else "exit"],
+        stdout=subprocess.PIPE, text=True,
+    )
+    try:
+        pid = int(child.stdout.readline())
+        if how == "killed":
+            child.send_signal(signal.SIGKILL)
+        child.wait(timeout=60)
+        assert wait_gone(pid), f"JVM {pid} outlived its parent ({how})"
+    finally:
+        if child.poll() is None:
+            child.kill()
+            child.wait()
