@@ -37,6 +37,7 @@ class ChatServer:
         self.always: str | None = None  # a fault for every request
         self.slow_s = 1.5
         self.hold_after: int | None = None  # requests beyond this many wait for `release`
+        self.fail_after: int | None = None  # requests beyond this many get HTTP 500
         self.release = threading.Event()
         self.requests: list[dict] = []
         self.auth: list[str | None] = []
@@ -60,6 +61,11 @@ class ChatServer:
         return f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
 
     def start(self) -> "ChatServer":
+        import torch
+
+        # one thread: a tiny model on a shared machine is ~10x faster than with contended threads
+        self._threads = torch.get_num_threads()
+        torch.set_num_threads(1)
         self.thread.start()
         return self
 
@@ -68,11 +74,14 @@ class ChatServer:
         self.httpd.shutdown()
         self.httpd.server_close()
         self.thread.join(timeout=10)
+        import torch
+
+        torch.set_num_threads(self._threads)
 
     def reset(self) -> None:
         with self._lock:
             self.faults.clear()
-            self.always, self.hold_after = None, None
+            self.always, self.hold_after, self.fail_after = None, None, None
             self.release.clear()
             self.requests.clear()
             self.auth.clear()
@@ -102,6 +111,8 @@ class ChatServer:
             self.auth.append(handler.headers.get("Authorization"))
             number = len(self.requests)
             fault = self.faults.popleft() if self.faults else self.always
+            if self.fail_after is not None and number > self.fail_after:
+                fault = "500"
             hold = self.hold_after is not None and number > self.hold_after
         if hold:
             self.release.wait(HOLD_LIMIT_S)

@@ -1,0 +1,166 @@
+"""skillrise-bench on the toy backend: records, summaries, plots, resume, and bad run directories."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from skillrise_gym.bench.cli import main
+from skillrise_gym.records import Turn, read_turns
+
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+
+
+def bench(out: Path, *extra: str, agent: str = "expert", K: tuple[int, ...] = (1, 3), n: int = 6) -> int:
+    return main(["--env", "toy", "--agent", agent, "--K", *map(str, K), "--num-sequences", str(n),
+                 "--out", str(out), "--workers", "0", "--no-progress", *extra])
+
+
+def results(out: Path) -> list[dict]:
+    return [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
+
+
+def assert_consistent(out: Path, expected_keys: set[tuple[int, int]]) -> None:
+    """Every requested sequence recorded exactly once, with exactly its own turns."""
+    rows = results(out)
+    keys = [(r["K"], r["index"]) for r in rows]
+    assert sorted(keys) == sorted(expected_keys) and len(set(keys)) == len(keys)
+    turns = read_turns(out / "turns.jsonl")
+    by_trial: dict[str, list[Turn]] = {}
+    for turn in turns:
+        by_trial.setdefault(turn.trial_id, []).append(turn)
+    assert set(by_trial) == {r["trial_id"] for r in rows}
+    for row in rows:
+        played = by_trial[row["trial_id"]]
+        assert len(played) == row["calls"]
+        assert [t.position for t in played if t.role == "solve" and t.task_done] == list(range(row["K"]))
+
+
+def test_expert_solves_every_toy_task_and_outputs_are_complete(tmp_path, capsys):
+    out = tmp_path / "run"
+    assert bench(out, "--mode", "cross") == 0
+    table = capsys.readouterr().out
+    assert "| K | seqs | success [95% CI]" in table and "| 3 | 6 | 1.00 [1.00, 1.00] |" in table
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["status"] == "complete" and summary["finished"] == 12
+    for block in summary["blocks"]:
+        assert block["success"]["mean"] == 1.0 and len(block["success_by_position"]) == block["K"]
+        assert block["invalid_format_rate"] == 0.0
+    assert_consistent(out, {(K, i) for K in (1, 3) for i in range(6)})
+    turns = read_turns(out / "turns.jsonl")
+    curates = [t for t in turns if t.role == "curate"]
+    assert curates and all(t.format_valid and t.action == "" for t in curates)  # keeps the empty document
+    assert all(t.benchmark == "toy" and t.prompt for t in turns)
+    for name in ("success_by_position.png", "success_vs_K.png"):
+        data = (out / name).read_bytes()
+        assert data.startswith(PNG_MAGIC) and len(data) > 1000
+        import matplotlib.image
+
+        assert matplotlib.image.imread(out / name).ndim == 3
+
+
+def test_same_sequences_for_every_agent_and_random_is_reproducible(tmp_path):
+    assert bench(tmp_path / "expert") == 0
+    assert bench(tmp_path / "random1", agent="random") == 0
+    assert main(["--env", "toy", "--agent", "random", "--K", "1", "3", "--num-sequences", "6", "--out",
+                 str(tmp_path / "random2"), "--workers", "2", "--parallel", "3", "--no-progress"]) == 0
+    expert, random1, random2 = (sorted(results(tmp_path / d), key=lambda r: (r["K"], r["index"]))
+                                for d in ("expert", "random1", "random2"))
+    assert [r["task_ids"] for r in expert] == [r["task_ids"] for r in random1]
+    # the random agent's choices do not depend on workers, batching or scheduling
+    assert [(r["success"], r["steps"]) for r in random1] == [(r["success"], r["steps"]) for r in random2]
+    turns = read_turns(tmp_path / "random1" / "turns.jsonl")
+    assert {t.action for t in turns if t.role == "solve"} > {"look"}
+
+
+def test_repeat_mode_reports_pass_at_k(tmp_path):
+    out = tmp_path / "repeat"
+    assert bench(out, "--mode", "repeat", agent="random", K=(3,), n=8) == 0
+    block = json.loads((out / "summary.json").read_text())["blocks"][0]
+    rows = results(out)
+    assert all(len(set(r["task_ids"])) == 1 for r in rows)
+    solved = np.maximum.accumulate(np.array([r["success"] for r in rows], float), axis=1)
+    assert [block["pass_at_k"][str(k)]["mean"] for k in (1, 2, 3)] == pytest.approx(solved.mean(axis=0).tolist())
+
+
+def test_rerun_skips_finished_sequences_and_can_extend(tmp_path):
+    out = tmp_path / "run"
+    assert bench(out, n=4) == 0
+    before = (out / "turns.jsonl").read_bytes()
+    assert bench(out, n=4) == 0
+    assert (out / "turns.jsonl").read_bytes() == before
+    assert json.loads((out / "summary.json").read_text())["session"]["sequences"] == 0
+    assert bench(out, n=6) == 0  # more sequences of the same draw: only the new ones are played
+    assert json.loads((out / "summary.json").read_text())["session"]["sequences"] == 4
+    assert_consistent(out, {(K, i) for K in (1, 3) for i in range(6)})
+
+
+def test_torn_writes_and_orphan_turns_are_dropped_on_resume(tmp_path):
+    out = tmp_path / "run"
+    assert bench(out, n=4) == 0
+    rows = results(out)
+    lost = rows[-1]
+    # simulate a kill: the last sequence's result line never made it, plus a torn partial turn line
+    (out / "results.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows[:-1]) + '{"K": 3, "ind')
+    with open(out / "turns.jsonl", "a") as handle:
+        handle.write('{"role": "solve", "sequ')
+    assert bench(out, n=4) == 0
+    assert json.loads((out / "summary.json").read_text())["session"]["sequences"] == 1
+    assert_consistent(out, {(K, i) for K in (1, 3) for i in range(4)})
+    assert results(out)[-1]["trial_id"] == lost["trial_id"]
+
+
+def test_conflicting_arguments_against_an_existing_run(tmp_path, capsys):
+    out = tmp_path / "run"
+    assert bench(out, n=2) == 0
+    capsys.readouterr()
+    assert bench(out, "--mode", "repeat", n=2) == 2
+    assert "mode: 'cross' in the directory, 'repeat' now" in capsys.readouterr().err
+    assert bench(out, "--seed", "3", agent="random", n=2) == 2
+    err = capsys.readouterr().err
+    assert "seed: 0 in the directory, 3 now" in err and "agent:" in err
+
+
+def test_foreign_and_unreadable_output_directories(tmp_path, capsys):
+    foreign = tmp_path / "foreign"
+    foreign.mkdir()
+    (foreign / "notes.txt").write_text("mine")
+    assert bench(foreign, n=1) == 2
+    assert "not a skillrise-bench run directory" in capsys.readouterr().err
+    assert (foreign / "notes.txt").read_text() == "mine" and len(list(foreign.iterdir())) == 1
+
+    a_file = tmp_path / "file"
+    a_file.write_text("x")
+    assert bench(a_file, n=1) == 2
+    assert "is not a directory" in capsys.readouterr().err
+
+    broken = tmp_path / "broken"
+    assert bench(broken, n=1) == 0
+    (broken / "manifest.json").write_text("{not json")
+    assert bench(broken, n=1) == 2
+    assert "unreadable" in capsys.readouterr().err
+
+    corrupt = tmp_path / "corrupt"
+    assert bench(corrupt, n=2) == 0
+    lines = (corrupt / "results.jsonl").read_text().splitlines()
+    (corrupt / "results.jsonl").write_text("\n".join(["garbage"] + lines[1:]) + "\n")
+    assert bench(corrupt, n=2) == 2
+    assert "results.jsonl:1 is not a JSON record" in capsys.readouterr().err
+
+
+def test_bad_arguments_are_reported(tmp_path, capsys):
+    assert main(["--env", "toy", "--agent", "expert", "--K", "0", "--out", str(tmp_path / "a"), "--no-progress"]) == 2
+    assert "K must be positive" in capsys.readouterr().err
+    assert main(["--env", "toy", "--agent", "expert", "--split", "nope", "--out", str(tmp_path / "b")]) == 2
+    assert "unknown split" in capsys.readouterr().err
+    assert main(["--env", "toy", "--agent", "openai", "--out", str(tmp_path / "c")]) == 2
+    assert "needs --base-url and --model" in capsys.readouterr().err
+    assert main(["--env", "toy", "--agent", "random", "--model", "x", "--out", str(tmp_path / "d")]) == 2
+    assert "takes no --model" in capsys.readouterr().err
+    assert main(["--env", "toy", "--agent", "expert", "--backend-option", "novalue", "--out", str(tmp_path / "e")]) == 2
+    assert "KEY=VALUE" in capsys.readouterr().err
+    assert not any((tmp_path / d).exists() for d in "abcde")
+
