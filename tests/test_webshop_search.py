@@ -111,3 +111,27 @@ def test_generated_catalog_queries_find_their_products():
     # and its exact title finds it first
     for p in products[:50]:
         assert shop.catalog.products[shop.search_engine.search(p["Title"].lower())[0]]["Title"] == p["Title"]
+
+
+def test_lucene_length_quantization():
+    from skillrise_gym.backends.webshop.search import lucene_length
+
+    # exact below 24 tokens, then four significant bits above 24 (Lucene's SmallFloat.intToByte4)
+    assert [lucene_length(n) for n in (0, 1, 23, 24, 39, 40, 41, 47, 48, 100, 1000)] == [
+        0, 1, 23, 24, 39, 40, 40, 46, 48, 96, 984]
+
+
+def test_long_documents_of_nearly_equal_length_tie_like_lucene():
+    filler = " ".join(f"w{i}" for i in range(38))
+    products = [doc(f"{filler} target x"), doc(f"{filler} target")]  # 40 and 39 tokens
+    scores = SearchEngine(products).scores("target")
+    assert scores[0] < scores[1]
+    products = [doc(f"{filler} target x y"), doc(f"{filler} target x")]  # 41 and 40 tokens: both stored as 40
+    scores = SearchEngine(products).scores("target")
+    assert scores[0] == scores[1]
+    assert SearchEngine(products).search("target") == [0, 1]
+
+
+def test_documents_with_no_indexable_words_are_never_hits():
+    engine = SearchEngine([doc("the and of"), doc("blue mug")])
+    assert engine.search("blue") == [1] and engine.search("the") == []

@@ -8,16 +8,20 @@ stopwords, the Porter stemmer (PyStemmer's 'porter'). Scoring: bm25s with method
 (pyserini's defaults). Top 50 documents that match at least one query term; ties broken by document order,
 as Lucene breaks them by doc id.
 
-Differences to expect against pyserini: Lucene stores document lengths in one lossy byte (so long
-documents with slightly different lengths tie), its StandardTokenizer follows full Unicode UAX#29 rules,
-and its Porter stemmer differs from the original algorithm on a handful of words; rankings agree on most
-queries and differ mostly among near-ties.
+Like Lucene (BM25Similarity since Lucene 7), document lengths are stored in one lossy byte
+(`SmallFloat.intToByte4`: exact below 24 tokens, then 4 significant bits) and scores use the decoded
+length against the exact average length. Differences to expect against pyserini: its StandardTokenizer
+follows the full Unicode UAX#29 rules, its Porter stemmer differs from the original algorithm on a handful
+of words, and float32 rounding differs in the last bit; rankings agree on most queries and differ mostly
+among near-ties.
 """
 
 from __future__ import annotations
 
+import functools
 import json
 import re
+from collections import Counter
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -32,7 +36,7 @@ SEARCH_RETURN_N = 50
 PRODUCT_WINDOW = 10
 #: Lucene's default BooleanQuery clause limit: more distinct terms than this made upstream's search fail
 MAX_CLAUSES = 1024
-INDEX_VERSION = 1
+INDEX_VERSION = 2
 
 _TOKEN = re.compile(r"\w+(?:['’.]\w+)*", re.UNICODE)
 
@@ -64,12 +68,60 @@ def document_text(product: dict[str, Any]) -> str:
     return f"{product['Title']} {product['Description']} {first_bullet} {option_text}".lower()
 
 
+def lucene_length(n_tokens: int) -> int:
+    """The document length Lucene scores with: `byte4ToInt(intToByte4(n))`, exact below 24."""
+    free = 24  # SmallFloat.NUM_FREE_VALUES
+    if n_tokens < free:
+        return n_tokens
+    value = n_tokens - free
+    bits = value.bit_length()
+    if bits < 4:
+        encoded = value
+    else:
+        shift = bits - 4
+        encoded = ((value >> shift) & 0x07) | ((shift + 1) << 3)
+    mantissa, shift = encoded & 0x07, (encoded >> 3) - 1
+    return free + (mantissa if shift == -1 else (mantissa | 0x08) << shift)
+
+
+@functools.lru_cache(maxsize=1)
+def _lucene_bm25_class():
+    """bm25s.BM25 whose index uses Lucene's quantized document lengths (imported lazily)."""
+    import bm25s
+
+    class LuceneBM25(bm25s.BM25):
+        def build_index_from_ids(self, unique_token_ids, corpus_token_ids, show_progress=True, leave_progress=False):
+            n_docs, n_vocab = len(corpus_token_ids), len(unique_token_ids)
+            rows: list[int] = []
+            cols: list[int] = []
+            tfs: list[int] = []
+            lengths = np.empty(n_docs, dtype=np.float64)
+            for doc, ids in enumerate(corpus_token_ids):
+                counts = Counter(ids)
+                rows.extend([doc] * len(counts))
+                cols.extend(counts.keys())
+                tfs.extend(counts.values())
+                lengths[doc] = lucene_length(len(ids))
+            exact_total = sum(len(ids) for ids in corpus_token_ids)
+            avgdl = exact_total / n_docs if n_docs and exact_total else 1.0
+            row_arr = np.asarray(rows, dtype=self.int_dtype)
+            col_arr = np.asarray(cols, dtype=self.int_dtype)
+            tf = np.asarray(tfs, dtype=np.float64)
+            df = np.bincount(col_arr, minlength=n_vocab).astype(np.float64)
+            idf = np.log(1.0 + (n_docs - df + 0.5) / (df + 0.5))
+            norm = self.k1 * (1.0 - self.b + self.b * lengths[row_arr] / avgdl)
+            scores = (idf[col_arr] * tf / (tf + norm)).astype(self.dtype)
+            self.nonoccurrence_array = None
+            data, indices, indptr = self._np_csc(data=scores, rows=row_arr, cols=col_arr, shape=(n_docs, n_vocab))
+            return {"data": data.astype(self.dtype), "indices": indices, "indptr": indptr, "num_docs": n_docs}
+
+    return LuceneBM25
+
+
 class SearchEngine:
     """A bm25s index over the catalog; `search(query)` returns up to 50 product indices, best first."""
 
     def __init__(self, products: Sequence[dict[str, Any]], cache_folder: Path | None = None) -> None:
-        import bm25s
-
         self.analyzer = Analyzer()
         self.n_docs = len(products)
         loaded = False
@@ -77,13 +129,13 @@ class SearchEngine:
             try:
                 meta = json.loads((cache_folder / "done.json").read_text())
                 if meta.get("n_docs") == self.n_docs and meta.get("version") == INDEX_VERSION:
-                    self.bm25 = bm25s.BM25.load(str(cache_folder), show_progress=False)
+                    self.bm25 = _lucene_bm25_class().load(str(cache_folder), show_progress=False)
                     loaded = True
             except (OSError, ValueError):
                 loaded = False
         if not loaded:
-            corpus = [self.analyzer(document_text(p)) or [""] for p in products]
-            self.bm25 = bm25s.BM25(k1=0.9, b=0.4, method="lucene")
+            corpus = [self.analyzer(document_text(p)) for p in products]
+            self.bm25 = _lucene_bm25_class()(k1=0.9, b=0.4, method="lucene")
             self.bm25.index(corpus, show_progress=False)
             if cache_folder is not None:
                 cache_folder.mkdir(parents=True, exist_ok=True)
