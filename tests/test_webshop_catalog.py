@@ -152,6 +152,9 @@ def test_load_products_skips_bad_and_duplicate_asins():
 def test_shared_attribute_file_verifies():
     path = need_data(SHARED_WEBSHOP / "items_ins_v2_1000.json", "WebShop items_ins_v2_1000.json")
     C.verify_file(path)
+    records = json.loads(path.read_text())
+    # the spec's figure: 415 of the 1000 upstream products carry a synthetic instruction
+    assert len(records) == 1000 and sum(1 for r in records.values() if r.get("instruction")) == 415
 
 
 def test_folder_without_catalog_falls_back_to_generated(tmp_path, caplog):

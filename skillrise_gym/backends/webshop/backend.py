@@ -175,8 +175,9 @@ class WebShopBackend(Backend):
             return None
         goal = engine.goal
         target = goal["asin"]
+        title_query = self.shop.catalog.by_asin[target]["Title"].lower().replace("\n", " ")
         if engine.page == "search":
-            return f"search[{goal['query']}]"
+            return f"search[{goal['query'] or title_query}]"
         if engine.page == "results":
             if target.lower() in engine.clickables():
                 return f"click[{target.lower()}]"
@@ -185,7 +186,6 @@ class WebShopBackend(Backend):
                 here = engine.page_num
                 wanted = listed.index(target) // 10 + 1
                 return "click[next >]" if wanted > here else "click[< prev]"
-            title_query = self.shop.catalog.by_asin[target]["Title"].lower()
             return f"search[{title_query}]"
         if engine.page == "sub":
             return "click[< prev]"

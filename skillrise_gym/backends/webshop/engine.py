@@ -111,6 +111,12 @@ def get_shop(config: ShopConfig) -> Shop:
         return shop
 
 
+def clear_shops() -> None:
+    """Forget every cached shop (their catalogs and indexes stay on disk); for long-running processes."""
+    with _SHOPS_LOCK:
+        _SHOPS.clear()
+
+
 class WebShopEngine:
     """One session: pages, clicks, searches and the reward at Buy Now, following upstream's text env."""
 
@@ -251,4 +257,5 @@ class WebShopEngine:
         return self.reward
 
 
-__all__ = ["MAX_QUERY_CHARS", "Shop", "ShopConfig", "UPSTREAM_GOAL_SEED", "WebShopEngine", "get_shop", "parse_action"]
+__all__ = ["MAX_QUERY_CHARS", "Shop", "ShopConfig", "UPSTREAM_GOAL_SEED", "WebShopEngine", "clear_shops", "get_shop",
+           "parse_action"]
