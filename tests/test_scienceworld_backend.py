@@ -221,12 +221,14 @@ def test_difficulty_uses_cached_gold_lengths(tmp_path, monkeypatch):
     monkeypatch.setenv("SKILLRISE_CACHE", str(tmp_path))
     with ScienceWorldBackend(tasks=["lifespan-shortest-lived"]) as b:
         tasks = b.list_tasks("dev")
-        assert {t.difficulty for t in tasks} == {4.0}, "fallback: the task's typical gold length"
+        # fallback: the task's typical gold length, plus variation/10000 to keep variation order
+        assert [t.difficulty for t in tasks] == [4 + t.payload["variation"] / 10000 for t in tasks]
+        assert sorted(tasks, key=lambda t: t.difficulty) == tasks
         gold = b.gold_actions("lifespan-shortest-lived", tasks[1].payload["variation"])
         again = b.list_tasks("dev")
-        assert again[1].difficulty == float(len(gold)) and again[0].difficulty == 4.0
+        assert again[1].difficulty == float(len(gold)) and again[0].difficulty == tasks[0].difficulty
     with ScienceWorldBackend(tasks=["lifespan-shortest-lived"], difficulty="fallback") as b:
-        assert {t.difficulty for t in b.list_tasks("dev")} == {4.0}
+        assert [t.difficulty for t in b.list_tasks("dev")] == [t.difficulty for t in tasks]
 
 
 def test_engine_error_class_is_exported():

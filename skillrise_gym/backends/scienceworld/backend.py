@@ -224,7 +224,7 @@ class ScienceWorldBackend(Backend):
                         benchmark=self.benchmark,
                         id=f"{name}-{variation}",
                         family=self.family_of(name),
-                        difficulty=float(length if length is not None else catalog.TYPICAL_GOLD_LENGTH[name]),
+                        difficulty=float(length) if length is not None else catalog.fallback_difficulty(name, variation),
                         split=split,
                         payload={"task_name": name, "variation": variation, "simplifications": self.simplifications},
                     )
@@ -237,12 +237,12 @@ class ScienceWorldBackend(Backend):
         if split is None:
             table = self.split_variations()[task_name]
             split = next((s for s in self.splits if variation in table[s]), "train")
-        length = catalog.read_gold(self.simplifications, self.deterministic, task_name, variation)
+        gold = catalog.read_gold(self.simplifications, self.deterministic, task_name, variation)
         return Task(
             benchmark=self.benchmark,
             id=f"{task_name}-{variation}",
             family=self.family_of(task_name),
-            difficulty=float(len(length) if length is not None else catalog.TYPICAL_GOLD_LENGTH[task_name]),
+            difficulty=float(len(gold)) if gold is not None else catalog.fallback_difficulty(task_name, variation),
             split=split,
             payload={"task_name": task_name, "variation": variation, "simplifications": self.simplifications},
         )

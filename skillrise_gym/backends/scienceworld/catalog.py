@@ -22,10 +22,9 @@ from skillrise_gym.paths import cache_dir
 
 SPLITS = ("train", "dev", "test")
 
-#: Fallback difficulty when a variation's gold path is not cached: the gold path length of the task's first
-#: test variation (measured with "easy" simplifications, -XX:hashCode=2, scienceworld 1.2.3). It is constant
-#: within a task, so with a stable sort the fallback order inside a task family is the variation order,
-#: which is also how the reference implementation orders its sequences.
+#: Fallback difficulty when a variation's gold path is not cached (see `fallback_difficulty`): the gold path
+#: length of the task's first test variation (measured with "easy" simplifications, -XX:hashCode=2,
+#: scienceworld 1.2.3).
 TYPICAL_GOLD_LENGTH: dict[str, int] = {
     "boil": 90,
     "melt": 68,
@@ -58,6 +57,12 @@ TYPICAL_GOLD_LENGTH: dict[str, int] = {
     "mendelian-genetics-known-plant": 131,
     "mendelian-genetics-unknown-plant": 132,
 }
+
+
+def fallback_difficulty(task_name: str, variation: int) -> float:
+    """The task's typical gold length plus variation/10000 (< 0.14): inside a task family, tasks then sort
+    by variation index, which is how the reference implementation orders its sequences."""
+    return TYPICAL_GOLD_LENGTH[task_name] + variation / 10000.0
 
 
 def engine_version() -> str:
