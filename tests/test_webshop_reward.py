@@ -258,3 +258,13 @@ def test_get_reward_formula_with_misses_and_type_factor():
     other = product(name="Rubber Duck", query="toy", product_category="Toys › Bath")
     reward, info = R.get_reward(other, goal(), 25.0, {}, R.fallback_nouns)
     assert info["r_type"] == 0.0 and reward == 0.0
+
+
+def test_token_set_ratio_equals_thefuzz_when_installed():
+    """thefuzz is not a dependency; where it is installed, compare on quirky inputs (tuples, non-ASCII)."""
+    thefuzz = pytest.importorskip("thefuzz.fuzz")
+    values = ["navy blue", ("color", "navy blue"), "Navy-Blue!", "caf\u00e9 au lait", "", "100% cotton",
+              ("size", "x-large"), "x-large", "standard", "tan", "1/2 inch", "gr\u00f6\u00dfe", ("color", "\u00ff blue")]
+    for a in values:
+        for b in values:
+            assert R.token_set_ratio(a, b) == thefuzz.token_set_ratio(a, b), (a, b)

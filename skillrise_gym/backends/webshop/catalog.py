@@ -89,16 +89,18 @@ def upstream_paths(data_dir: str | os.PathLike | None, human_goals: bool) -> dic
 
 def generated_paths(seed: int, size: int) -> dict[str, Path]:
     """The generated catalog's files in the cache, generating them once per (generator version, seed, size)."""
-    from skillrise_gym.backends.webshop.generator import GENERATOR_VERSION, write_catalog
+    from skillrise_gym.backends.webshop import generator
 
-    folder = cache_dir("webshop", f"catalog-v{GENERATOR_VERSION}-seed{seed}-n{size}")
+    # the generator's source hash is part of the key, so editing it can never serve a stale catalog
+    source_hash = hashlib.sha256(Path(generator.__file__).read_bytes()).hexdigest()[:10]
+    folder = cache_dir("webshop", f"catalog-v{generator.GENERATOR_VERSION}-{source_hash}-seed{seed}-n{size}")
     paths = {
         "products": folder / f"items_shuffle_{size}.json",
         "attributes": folder / f"items_ins_v2_{size}.json",
         "human": folder / "items_human_ins.json",
     }
     if not all(p.is_file() for p in paths.values()):
-        write_catalog(folder, seed=seed, size=size)
+        generator.write_catalog(folder, seed=seed, size=size)
     return paths
 
 

@@ -17,7 +17,13 @@ from skillrise_gym.backends.webshop import pages
 from skillrise_gym.backends.webshop.catalog import Catalog, load_catalog
 from skillrise_gym.backends.webshop.goals import UPSTREAM_GOAL_SEED, make_goals
 from skillrise_gym.backends.webshop.reward import get_reward, make_noun_extractor
-from skillrise_gym.backends.webshop.search import PRODUCT_WINDOW, SEARCH_RETURN_N, INDEX_VERSION, SearchEngine
+from skillrise_gym.backends.webshop.search import (
+    INDEX_VERSION,
+    PRODUCT_WINDOW,
+    SEARCH_RETURN_N,
+    SearchEngine,
+    search_source_hash,
+)
 from skillrise_gym.paths import cache_dir
 
 ACTION_PATTERN = re.compile(r"(.+)\[(.+)\]")
@@ -74,7 +80,7 @@ class Shop:
         rng = random.Random(config.goal_seed)
         catalog = load_catalog(config.data_dir, config.num_products, config.catalog_seed, config.human_goals, rng)
         goals = make_goals(catalog.products, catalog.prices, config.human_goals, rng, shuffle_seed=config.goal_seed)
-        index_folder = (cache_dir("webshop", "index", f"{catalog.cache_key}-v{INDEX_VERSION}")
+        index_folder = (cache_dir("webshop", "index", f"{catalog.cache_key}-v{INDEX_VERSION}-{search_source_hash()}")
                         if config.cache_index else None)
         return cls(catalog, goals, SearchEngine(catalog.products, cache_folder=index_folder),
                    noun_matcher=config.noun_matcher, seed=config.goal_seed)

@@ -60,6 +60,13 @@ class Analyzer:
         return self._stemmer.stemWords(tokens)
 
 
+def search_source_hash() -> str:
+    """A short hash of this module's source: part of the index cache key, so analyzer edits rebuild it."""
+    import hashlib
+
+    return hashlib.sha256(Path(__file__).read_bytes()).hexdigest()[:10]
+
+
 def document_text(product: dict[str, Any]) -> str:
     """The text upstream indexed for a product."""
     option_text = ", and ".join(f"{name}: {', '.join(values)}" for name, values in product["options"].items())
