@@ -21,7 +21,20 @@ from skillrise_gym.backends.alfworld import data as alfdata
 from skillrise_gym.backends.alfworld.data import TaskDirInfo
 from skillrise_gym.backends.base import DataNotFoundError
 
-DATA = Path(os.environ.get("ALFWORLD_DATA") or Path(__file__).resolve().parents[2] / "shared" / "data" / "alfworld")
+
+def _alfworld_data() -> Path:
+    """$ALFWORLD_DATA when it holds game files (CI), else ../shared/data/alfworld. (Importing alfworld sets
+    $ALFWORLD_DATA to ~/.cache/alfworld, usually empty, so an unusable value falls back.)"""
+    fallback = Path(__file__).resolve().parents[2] / "shared" / "data" / "alfworld"
+    env = os.environ.get("ALFWORLD_DATA")
+    if env:
+        path = Path(env)
+        if path.is_file() or (path / "json_2.1.1").is_dir() or any(path.glob("*.tar.xz")) or not fallback.exists():
+            return path
+    return fallback
+
+
+DATA = _alfworld_data()
 
 
 @pytest.fixture(scope="module")

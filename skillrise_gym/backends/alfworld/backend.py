@@ -215,6 +215,11 @@ class ALFWorldBackend(Backend):
         self._require_task()
         return [c for c in self._infos["admissible_commands"] if c != "help"]
 
+    def walkthrough(self) -> list[str]:
+        """The current game's walkthrough: the planner-found winning commands stored in its game file."""
+        self._require_task()
+        return list(self._walkthrough)
+
     def expert_action(self) -> str | None:
         self._require_task()
         if self._done:

@@ -14,9 +14,10 @@ zlib-compressed, written to a temporary file and renamed into place (safe for se
 a killed writer leaves at most a stray temporary file). An unreadable entry is recomputed and rewritten.
 Each hit returns a freshly unpickled object, as a fresh computation would.
 
-Steps: `_gather_infos` derives every admissible command through the text grammar, re-parsing the same short
-rule strings with tatsu on every step. With `memo_parses=True` those parses (pure functions of the string)
-are memoised in memory and deep-copied on each use, because the engine mutates the symbols it derives.
+Steps (and the end of every reset): `_gather_infos` derives every admissible command through the text
+grammar, re-parsing the same short symbol strings and conjunctive queries with tatsu each time. With
+`memo_parses=True` those parses (pure functions of the string) are memoised in memory and deep-copied on
+each use, because the engine mutates the symbols it derives.
 """
 
 from __future__ import annotations
@@ -125,13 +126,14 @@ class TranslationCache:
 class _ParseMemo:
     """In-memory memo of a pure parse function; returns deep copies because callers mutate results."""
 
-    def __init__(self, func: Callable[..., Any], max_items: int = 4096) -> None:
+    def __init__(self, func: Callable[..., Any], rules: frozenset[str] | None = None, max_items: int = 4096) -> None:
         self.func = func
+        self.rules = rules  # memoise only these grammar rules (None: all)
         self.max_items = max_items
         self._memo: dict[tuple, Any] = {}
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        if kwargs.get("trace"):
+        if kwargs.get("trace") or (self.rules is not None and kwargs.get("rule_name") not in self.rules):
             return self.func(*args, **kwargs)
         try:
             key = (args, tuple(sorted(kwargs.items())))
@@ -153,11 +155,13 @@ def engine_caches(cache: TranslationCache | None, memo_parses: bool = True) -> I
     """Within the block, PDDL translations and grammar parses come from `cache`, and (with
     `memo_parses`) the grammar's per-step parses from an in-memory memo. Restores the originals after."""
     import fast_downward
+    import textworld.logic as tw_logic
     from textworld.envs.pddl import logic as pddl_logic
     from textworld.envs.pddl import textgen
 
-    saved = (fast_downward.pddl2sas, pddl_logic._parse_and_convert, textgen._parse_and_convert)
-    original_pddl2sas, original_grammar_parse, original_symbols_parse = saved
+    saved = (fast_downward.pddl2sas, pddl_logic._parse_and_convert, textgen._parse_and_convert,
+             tw_logic._parse_and_convert)
+    original_pddl2sas, original_grammar_parse, original_symbols_parse, original_logic_parse = saved
 
     if cache is not None:
 
@@ -183,10 +187,15 @@ def engine_caches(cache: TranslationCache | None, memo_parses: bool = True) -> I
         if memo is None or memo.func is not original_symbols_parse:
             memo = _STEP_MEMOS["symbols"] = _ParseMemo(original_symbols_parse)
         textgen._parse_and_convert = memo
+        query_memo = _STEP_MEMOS.get("queries")
+        if query_memo is None or query_memo.func is not original_logic_parse:
+            query_memo = _STEP_MEMOS["queries"] = _ParseMemo(original_logic_parse, rules=frozenset({"conjunctiveQuery"}))
+        tw_logic._parse_and_convert = query_memo
     try:
         yield
     finally:
-        fast_downward.pddl2sas, pddl_logic._parse_and_convert, textgen._parse_and_convert = saved
+        (fast_downward.pddl2sas, pddl_logic._parse_and_convert, textgen._parse_and_convert,
+         tw_logic._parse_and_convert) = saved
 
 
 def clear_proposition_table() -> None:
