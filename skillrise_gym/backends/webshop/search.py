@@ -145,10 +145,28 @@ class SearchEngine:
             self.bm25 = _lucene_bm25_class()(k1=0.9, b=0.4, method="lucene")
             self.bm25.index(corpus, show_progress=False)
             if cache_folder is not None:
-                cache_folder.mkdir(parents=True, exist_ok=True)
-                self.bm25.save(str(cache_folder), show_progress=False)
-                (cache_folder / "done.json").write_text(json.dumps({"n_docs": self.n_docs, "version": INDEX_VERSION}))
+                self._save(cache_folder)
         self.loaded_from_cache = loaded
+
+    def _save(self, folder: Path) -> None:
+        """Write the index next to `folder` and rename it into place, so that concurrent builders (worker
+        processes) never read a half-written index."""
+        import os
+        import shutil
+        import tempfile
+
+        folder.parent.mkdir(parents=True, exist_ok=True)
+        staging = Path(tempfile.mkdtemp(prefix=folder.name + ".tmp", dir=folder.parent))
+        try:
+            self.bm25.save(str(staging), show_progress=False)
+            (staging / "done.json").write_text(json.dumps({"n_docs": self.n_docs, "version": INDEX_VERSION}))
+            if folder.exists():
+                shutil.rmtree(folder, ignore_errors=True)  # an incomplete leftover (no done.json)
+            os.replace(staging, folder)
+        except OSError:
+            pass  # another process renamed its copy first: theirs is identical
+        finally:
+            shutil.rmtree(staging, ignore_errors=True)
 
     def query_terms(self, query: str) -> list[str]:
         """Analyzed query terms that exist in the index (at most MAX_CLAUSES distinct ones, in order)."""
