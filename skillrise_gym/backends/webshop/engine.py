@@ -168,7 +168,7 @@ class WebShopEngine:
 
     def page_products(self) -> list[dict]:
         start = (self.page_num - 1) * PRODUCT_WINDOW
-        return self.results[max(start, 0):self.page_num * PRODUCT_WINDOW] if start >= 0 else []
+        return self.results[start:start + PRODUCT_WINDOW]
 
     def observation(self) -> str:
         if self.page == "search":
@@ -196,8 +196,8 @@ class WebShopEngine:
     # -------------------------------------------------------------------------------------- actions
 
     def _show_results(self, keywords: list[str], page_num: int) -> None:
-        if keywords != self.keywords or self.page_num is None:
-            self.results = self.shop.top_products(keywords)
+        # upstream searches again on every results render (so '<r>' re-draws its random products)
+        self.results = self.shop.top_products(keywords)
         self.keywords, self.page_num = keywords, page_num
         self._count("search")
         self.asin, self.options, self.page = None, {}, "results"
