@@ -164,3 +164,54 @@ def test_bad_arguments_are_reported(tmp_path, capsys):
     assert "KEY=VALUE" in capsys.readouterr().err
     assert not any((tmp_path / d).exists() for d in "abcde")
 
+
+
+class KillingExpert:
+    """The expert, plus a real SIGKILL of the env worker process at chosen calls (a crashed engine process)."""
+
+    def __new__(cls, kill_at: set[int]):
+        import multiprocessing
+        import os
+        import signal
+
+        from skillrise_gym.agents.expert import ExpertAgent
+
+        class _Agent(ExpertAgent):
+            calls = 0
+
+            def act(self, observations, infos=None):
+                type(self).calls += 1
+                if type(self).calls in kill_at:
+                    for child in multiprocessing.active_children():
+                        if child.name.startswith("skillrise-env-"):
+                            os.kill(child.pid, signal.SIGKILL)
+                            child.join(timeout=10)
+                return super().act(observations, infos)
+
+        return _Agent()
+
+
+def test_a_dead_worker_costs_only_a_replay_of_the_sequences_in_flight(tmp_path):
+    from skillrise_gym.bench.runner import BenchConfig, run_bench
+
+    config = BenchConfig(env="toy", out=str(tmp_path / "run"), K=[3], num_sequences=5, workers=1, parallel=2,
+                         progress=False, plots=False)
+    outcome = run_bench(config, KillingExpert({4}))
+    assert outcome.status == "complete"
+    assert_consistent(tmp_path / "run", {(3, i) for i in range(5)})
+    rows = results(tmp_path / "run")
+    assert sorted(r["attempt"] for r in rows) == [1, 1, 1, 2, 2]  # the two in flight were replayed once
+    assert all(r["success"] == [True] * 3 for r in rows)
+
+
+def test_a_worker_that_keeps_dying_stops_the_run_resumably(tmp_path):
+    from skillrise_gym.bench.runner import BenchConfig, run_bench
+    from skillrise_gym.vector import WorkerError
+
+    config = BenchConfig(env="toy", out=str(tmp_path / "run"), K=[3], num_sequences=3, workers=1, parallel=1,
+                         progress=False, plots=False, max_attempts=2)
+    with pytest.raises(WorkerError, match="lost its worker 2 times"):
+        run_bench(config, KillingExpert({3, 4}))
+    assert not (tmp_path / "run" / "results.jsonl").exists()
+    assert run_bench(config, KillingExpert(set())).status == "complete"
+    assert_consistent(tmp_path / "run", {(3, i) for i in range(3)})

@@ -92,7 +92,7 @@ class BenchConfig:
 class BenchOutcome:
     summary: dict[str, Any]
     table: str
-    status: str  # "complete", "agent_error", "interrupted"
+    status: str  # "complete", "agent_error", "interrupted" ("error" in a summary.json written before a raise)
     message: str = ""
 
 
@@ -128,32 +128,36 @@ class BenchRunner:
     def run(self) -> BenchOutcome:
         c = self.config
         self.store.open()
-        status, message = "complete", ""
         try:
-            if any(self.store.repaired.values()):
-                self.log(f"resuming {c.out}: dropped unfinished records {self.store.repaired}")
-            plan = {K: self.draw(K) for K in c.K}
-            total = len(c.K) * c.num_sequences
-            done = sum(1 for K in c.K for i in range(c.num_sequences) if self.store.is_done(K, i))
-            if done:
-                self.log(f"resuming {c.out}: {done} of {total} sequences already finished")
-            self._open_bar(total, done)
-            for K, sequences in plan.items():
-                todo = [(i, s) for i, s in enumerate(sequences) if not self.store.is_done(K, i)]
-                if todo:
-                    self._play(K, todo)
-        except AgentError as exc:
-            status, message = "agent_error", f"the agent failed: {exc}"
-        except KeyboardInterrupt:
-            status, message = "interrupted", "interrupted"
-        finally:
-            if self._bar is not None:
-                self._bar.close()
-        try:
-            outcome = self._finish(status, message)
+            status, message = "complete", ""
+            try:
+                if any(self.store.repaired.values()):
+                    self.log(f"resuming {c.out}: dropped unfinished records {self.store.repaired}")
+                plan = {K: self.draw(K) for K in c.K}
+                total = len(c.K) * c.num_sequences
+                done = sum(1 for K in c.K for i in range(c.num_sequences) if self.store.is_done(K, i))
+                if done:
+                    self.log(f"resuming {c.out}: {done} of {total} sequences already finished")
+                self._open_bar(total, done)
+                for K, sequences in plan.items():
+                    todo = [(i, s) for i, s in enumerate(sequences) if not self.store.is_done(K, i)]
+                    if todo:
+                        self._play(K, todo)
+            except AgentError as exc:
+                status, message = "agent_error", f"the agent failed: {exc}"
+            except KeyboardInterrupt:
+                status, message = "interrupted", "interrupted"
+            except Exception as exc:
+                # an env or worker failure: summarise what finished, then let the caller report it
+                if self.store.results:
+                    self._finish("error", f"{type(exc).__name__}: {exc}")
+                raise
+            finally:
+                if self._bar is not None:
+                    self._bar.close()
+            return self._finish(status, message)
         finally:
             self.store.close()
-        return outcome
 
     def draw(self, K: int) -> list[TaskSequence]:
         """The N sequences of this K: the same for every agent and every re-run (same seed)."""
