@@ -143,3 +143,13 @@ def test_worker_exit_or_killed_parent_ends_the_jvm(how):
         if child.poll() is None:
             child.kill()
             child.wait()
+
+
+def test_engine_debug_output_is_silenced_at_the_source():
+    """The engine prints ~15 KB of debug text per step; it must not flow through a Python thread."""
+    with ScienceWorldBackend() as backend:
+        backend.reset(boil(3))
+        for action in ("look around", "open door to kitchen", "go to kitchen", "dance"):
+            backend.step(action)
+        assert backend.admissible_actions()
+        assert list(backend._jvm.stdout_tail) == []
