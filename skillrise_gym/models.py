@@ -115,7 +115,8 @@ def _smollm2_dir() -> Path:
     gguf_file = smollm2_gguf_path()
     target = cache_dir("models") / "smollm2-135m-instruct"
     if (target / "config.json").exists() and (target / "tokenizer_config.json").exists():
-        return target
+        if "quantization_config" not in json.loads((target / "config.json").read_text()):
+            return target  # (older caches kept the GGUF marker, which blocks training: rebuild those)
     if importlib.util.find_spec("gguf") is None:
         raise ModelNotFoundError("reading the SmolLM2 GGUF file needs the 'gguf' package: pip install gguf")
     import torch
@@ -126,8 +127,12 @@ def _smollm2_dir() -> Path:
     loaded = AutoModelForCausalLM.from_pretrained(
         folder, gguf_file=filename, local_files_only=True, dtype=torch.float32
     )
-    # A model built from the plain config saves as an ordinary checkpoint, free of GGUF loading state.
-    model = AutoModelForCausalLM.from_config(loaded.config, dtype=torch.float32)
+    # A model built from the plain config saves as an ordinary (trainable) checkpoint, free of GGUF state.
+    config = loaded.config
+    for attribute in ("quantization_config", "_pre_quantization_dtype"):
+        if hasattr(config, attribute):
+            delattr(config, attribute)
+    model = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
     model.load_state_dict(loaded.state_dict())
     model.generation_config = loaded.generation_config
     _atomic_save(target, model, tokenizer)

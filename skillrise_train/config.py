@@ -51,7 +51,7 @@ class TrainConfig:
     """Entropy bonus coefficient."""
     loss_type: str = "dapo"
     """TRL loss aggregation; dapo = token mean over the whole batch, as the reference's token-mean."""
-    max_task_steps: int = 4
+    max_task_steps: int = 3
     """Solve steps allowed per task."""
     max_new_tokens: int = 48
     """Longest completion of one model call (tokens)."""
@@ -68,7 +68,9 @@ class TrainConfig:
     steps: int = 2
     """Training steps (one rollout of S x G trials and one optimizer step each)."""
     grad_accum: int = 1
-    """Micro-batches per optimizer step (bounds memory; rows are padded to a multiple of it)."""
+    """TRL micro-batches per optimizer step (rows are padded to a multiple of it); see micro_batch_tokens."""
+    micro_batch_tokens: int = 2048
+    """Most tokens (rows x padded length) per forward/backward pass; bounds memory (0: no limit)."""
     eval_interval: int = 0
     """Evaluate every this many steps on the held-out split (0: only at the end when eval_sequences > 0)."""
     eval_sequences: int = 0

@@ -94,10 +94,16 @@ class RolloutResult:
         return [h / c if c else 0.0 for h, c in zip(hits, counts)]
 
 
+HELD_OUT_SPLITS = ("eval_in_distribution", "test", "eval", "dev")
+
+
 def default_splits(env: str) -> tuple[str, str]:
-    """(train split, held-out split) of a backend: its first split and its last one."""
+    """(train split, held-out split) of a backend: "train", and the reference's evaluation split
+    (ALFWorld eval_in_distribution, WebShop test = goals 0-499, ScienceWorld test)."""
     splits = backend_class(env).splits
-    return splits[0], splits[-1]
+    train = "train" if "train" in splits else splits[0]
+    held_out = next((s for s in HELD_OUT_SPLITS if s in splits and s != train), None)
+    return train, held_out or next((s for s in splits if s != train), train)
 
 
 def _reset_seed(*parts: Any) -> int:

@@ -96,6 +96,32 @@ def make_grpo_config(config: TrainConfig, **overrides: Any) -> GRPOConfig:
     return GRPOConfig(**args)
 
 
+COMPLETION_ALIGNED = ("old_per_token_logps", "sampling_per_token_logps", "importance_sampling_ratio",
+                      "ref_per_token_logps", "tool_mask")
+
+
+def trim_padding(inputs: dict[str, Any]) -> dict[str, Any]:
+    """Drop prompt columns that are padding in every row of this micro-batch, and completion columns past
+    the longest completion: a micro-batch of short rows then costs what its rows cost, not the step's
+    longest row."""
+    prompt_mask, completion_mask = inputs["prompt_mask"], inputs["completion_mask"]
+    used = prompt_mask.any(dim=0).nonzero()
+    first = int(used[0]) if len(used) else prompt_mask.size(1) - 1
+    used = completion_mask.any(dim=0).nonzero()
+    last = int(used[-1]) + 1 if len(used) else 1
+    if first == 0 and last == completion_mask.size(1):
+        return inputs
+    out = dict(inputs)
+    out["prompt_ids"], out["prompt_mask"] = inputs["prompt_ids"][:, first:], prompt_mask[:, first:]
+    out["completion_ids"], out["completion_mask"] = inputs["completion_ids"][:, :last], completion_mask[:, :last]
+    for key in COMPLETION_ALIGNED:
+        if isinstance(inputs.get(key), torch.Tensor) and inputs[key].dim() == 2 and inputs[key].size(1) > 1:
+            out[key] = inputs[key][:, :last]
+    if inputs["advantages"].dim() == 2:
+        out["advantages"] = inputs["advantages"][:, :last]
+    return out
+
+
 class SkillRiseTrainer(GRPOTrainer):
     """GRPOTrainer whose batches are the turns of SkillRise (or GRPO-baseline) rollouts."""
 
@@ -264,6 +290,10 @@ class SkillRiseTrainer(GRPOTrainer):
         for start in range(0, input_ids.size(0), batch_size):
             ids = input_ids[start : start + batch_size]
             mask = attention_mask[start : start + batch_size]
+            if bool(mask.all()):
+                # no padding: without a mask, SDPA takes its causal (flash) kernel and never materialises the
+                # L x L attention matrix (on CPU the masked path keeps it for the backward pass)
+                mask = None
             with self.accelerator.autocast():
                 # the logits at position t predict token t+1: keep_k + 1 positions cover the k completion tokens
                 logits = model(input_ids=ids, attention_mask=mask, logits_to_keep=logits_to_keep + 1, use_cache=False).logits
@@ -278,6 +308,71 @@ class SkillRiseTrainer(GRPOTrainer):
         logps = torch.cat(all_logps, dim=0)
         entropies = torch.cat(all_entropies, dim=0) if compute_entropy else None
         return logps, entropies, None
+
+    def _compute_loss(self, model, inputs):
+        return super()._compute_loss(model, trim_padding(inputs))
+
+    # ------------------------------------------------------------------ token-budget micro-batches
+    def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
+        """TRL's loss over micro-batches of at most `micro_batch_tokens` tokens.
+
+        Rows are sorted by length and packed under the budget, so memory is bounded whatever a step's turn
+        count, and little compute goes to padding. All micro-batches but the last are backpropagated here;
+        the last one's loss is returned for the Trainer's own backward (plus the others' detached values,
+        for the log). Each micro loss is weighted so the sum equals TRL's loss on the whole batch.
+        """
+        if return_outputs:
+            raise ValueError("SkillRiseTrainer does not return outputs")
+        groups = self.pack_rows(inputs)
+        if len(groups) == 1:
+            return self._compute_loss(model, inputs)
+        completion_mask = inputs["completion_mask"]
+        rows_total = completion_mask.size(0)
+        tokens_total = completion_mask.sum().clamp(min=1)
+        entropy_coef = self.entropy_coef
+        done = torch.zeros((), device=completion_mask.device)
+        try:
+            for number, rows in enumerate(groups):
+                micro = {k: (v[rows] if isinstance(v, torch.Tensor) and v.dim() > 0 and v.size(0) == rows_total else v)
+                         for k, v in inputs.items()}
+                tokens = micro["completion_mask"].sum()
+                if self.loss_type in ("dapo", "cispo", "vespo"):
+                    weight = 1.0  # already normalised by the whole batch's token count
+                elif self.loss_type == "bnpo":
+                    weight = float(tokens / tokens_total)
+                else:  # per-sequence means (grpo, dr_grpo, luspo, sapo)
+                    weight = len(rows) / rows_total
+                # TRL's entropy bonus is a per-micro-batch token mean: reweight it to the whole batch's
+                self.entropy_coef = entropy_coef * float(tokens / tokens_total) / weight
+                loss = self._compute_loss(model, micro) * weight
+                if number < len(groups) - 1:
+                    self.accelerator.backward(loss)
+                    done = done + loss.detach()
+        finally:
+            self.entropy_coef = entropy_coef
+        return loss + done
+
+    def pack_rows(self, inputs: dict[str, Any]) -> list[torch.Tensor]:
+        """Row indices of each micro-batch: rows sorted by length, packed while rows x longest <= budget."""
+        budget = self.config.micro_batch_tokens
+        rows_total = inputs["completion_mask"].size(0)
+        if budget <= 0 or rows_total <= 1:
+            return [torch.arange(rows_total)]
+        lengths = (inputs["prompt_mask"].sum(1) + inputs["completion_mask"].size(1)).cpu()
+        order = torch.argsort(lengths, descending=True, stable=True)
+        groups: list[list[int]] = []
+        current: list[int] = []
+        longest = 0
+        for index in order.tolist():
+            length = int(lengths[index])
+            if current and max(longest, length) * (len(current) + 1) > budget:
+                groups.append(current)
+                current, longest = [], 0
+            current.append(index)
+            longest = max(longest, length)
+        groups.append(current)
+        device = inputs["completion_mask"].device
+        return [torch.tensor(sorted(g), dtype=torch.long, device=device) for g in groups]
 
     # ------------------------------------------------------------------ safety
     def training_step(self, model, inputs, num_items_in_batch):

@@ -124,3 +124,28 @@ def test_rows_are_padded_to_a_multiple_of_the_split_with_empty_rows(trainer):
         assert trainer._compute_loss(trainer.model, batch).item() == pytest.approx(
             trainer._compute_loss(trainer.model, batch_plain).item(), rel=1e-5
         )
+
+
+@pytest.mark.parametrize("loss_type", ["dapo", "grpo", "bnpo"])
+def test_token_budget_micro_batches_give_the_same_loss_and_gradient(trainer, loss_type):
+    model = trainer.model
+    prompts, completions, advantages = _rows(model.config.vocab_size, seed=5)
+    batch = trainer.rows_to_batch(prompts, completions, advantages)
+    saved = (trainer.config.micro_batch_tokens, trainer.loss_type)
+    results = {}
+    try:
+        trainer.loss_type = loss_type
+        for budget in (0, 70):
+            trainer.config.micro_batch_tokens = budget
+            groups = trainer.pack_rows(batch)
+            model.zero_grad()
+            loss = trainer.compute_loss(model, batch)
+            loss.backward()
+            grads = torch.cat([p.grad.flatten() for p in model.parameters() if p.grad is not None]).clone()
+            results[budget] = (len(groups), loss.item(), grads)
+    finally:
+        trainer.config.micro_batch_tokens, trainer.loss_type = saved
+        model.zero_grad()
+    assert results[0][0] == 1 and results[70][0] >= 3  # the budget really split the batch
+    assert results[70][1] == pytest.approx(results[0][1], rel=1e-5, abs=1e-6)
+    torch.testing.assert_close(results[70][2], results[0][2], rtol=1e-4, atol=1e-6)

@@ -1,0 +1,168 @@
+"""Update throughput: skillrise-train's update vs stock `GRPOTrainer`'s on identical rows.
+
+Agent turns have long prompts and short completions. Stock TRL scores every position through its fused LM
+head when Triton is unavailable (CPU); `SkillRiseTrainer` asks the model for the completion positions only.
+Both variants run TRL's own `_compute_loss` (clipped objective, entropy bonus) and a backward pass on the
+same rows, each in its own process so peak memory is measured separately.
+
+    python benchmarks/trainer_throughput.py                      # SmolLM2-135M, 8 rows of ~1200+32 tokens
+    python benchmarks/trainer_throughput.py --model tiny --repeats 3
+
+Prints tokens/s and peak memory of both and their ratios; saves JSON (medians) to --out.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+
+def _peak_rss_mb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0  # Linux reports KiB
+
+
+def _current_rss_mb() -> float:
+    with open("/proc/self/statm") as handle:
+        return int(handle.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
+
+
+def run_variant(variant: str, args: argparse.Namespace) -> dict:
+    """One variant in this process: build the trainer, time `repeats` loss+backward passes on fixed rows."""
+    import torch
+    from trl import GRPOTrainer
+
+    from skillrise_train.config import TrainConfig
+    from skillrise_train.trainer import SkillRiseTrainer
+
+    torch.set_num_threads(args.threads)
+    torch.manual_seed(0)
+
+    class StockUpdate(SkillRiseTrainer):
+        """The same trainer with TRL's own log-prob path (every position scored)."""
+
+        _get_per_token_logps_and_entropies = GRPOTrainer._get_per_token_logps_and_entropies
+
+    cls = SkillRiseTrainer if variant == "ours" else StockUpdate
+    with tempfile.TemporaryDirectory() as out:
+        config = TrainConfig(env="toy", model=args.model, lora=args.lora, output_dir=out, steps=1,
+                             max_new_tokens=args.completion_tokens, threads=args.threads)
+        trainer = cls.from_config(config)
+        trainer.current_gradient_accumulation_steps = 1
+        model = trainer.model
+        model.train()
+        vocab = model.config.vocab_size
+        g = torch.Generator().manual_seed(1)
+        prompts = [torch.randint(10, vocab, (args.prompt_tokens - 37 * i,), generator=g).tolist() for i in range(args.rows)]
+        completions = [torch.randint(10, vocab, (args.completion_tokens - i % 3,), generator=g).tolist()
+                       for i in range(args.rows)]
+        advantages = [(-1.0) ** i * (1 + i / 10) for i in range(args.rows)]
+        batch = trainer.rows_to_batch(prompts, completions, advantages)
+        tokens = int(batch["prompt_mask"].sum() + batch["completion_mask"].sum())
+        device = trainer.accelerator.device
+        cuda = device.type == "cuda"
+
+        def update() -> float:
+            if cuda:
+                torch.cuda.synchronize()
+            start = time.perf_counter()
+            model.zero_grad(set_to_none=True)
+            loss = trainer._compute_loss(model, batch)
+            loss.backward()
+            if cuda:
+                torch.cuda.synchronize()
+            elapsed = time.perf_counter() - start
+            update.last_loss = float(loss.detach())
+            return elapsed
+
+        update()  # warm-up
+        if cuda:
+            torch.cuda.reset_peak_memory_stats()
+        rss_before = _current_rss_mb()
+        times = [update() for _ in range(args.repeats)]
+        trainer.rollout.close()
+    peak = torch.cuda.max_memory_allocated() / 2**20 if cuda else _peak_rss_mb()
+    return {
+        "variant": variant,
+        "device": str(device),
+        "rows": args.rows,
+        "tokens_per_update": tokens,
+        "seconds": times,
+        "median_seconds": statistics.median(times),
+        "tokens_per_s": tokens / statistics.median(times),
+        "peak_memory_mb": peak,
+        "memory_kind": "cuda max allocated" if cuda else "process peak RSS",
+        "rss_before_mb": rss_before,
+        "loss": update.last_loss,
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--model", default="smollm2")
+    parser.add_argument("--rows", type=int, default=8)
+    parser.add_argument("--prompt-tokens", type=int, default=1200)
+    parser.add_argument("--completion-tokens", type=int, default=32)
+    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--lora", action=argparse.BooleanOptionalAction, default=True)
+    parser.add_argument("--out", default="benchmarks/results/trainer_throughput.json")
+    parser.add_argument("--variant", choices=["ours", "stock"], help=argparse.SUPPRESS)
+    parser.add_argument("--result-file", help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+
+    if args.variant:  # child process
+        result = run_variant(args.variant, args)
+        Path(args.result_file).write_text(json.dumps(result))
+        return 0
+
+    results = {}
+    for variant in ("stock", "ours"):
+        with tempfile.NamedTemporaryFile(suffix=".json", delete=False) as handle:
+            result_file = handle.name
+        child = [sys.executable, __file__, "--variant", variant, "--result-file", result_file]
+        for name in ("model", "rows", "prompt_tokens", "completion_tokens", "repeats", "threads"):
+            child += [f"--{name.replace('_', '-')}", str(getattr(args, name))]
+        child.append("--lora" if args.lora else "--no-lora")
+        subprocess.run(child, check=True)
+        results[variant] = json.loads(Path(result_file).read_text())
+        os.unlink(result_file)
+    ours, stock = results["ours"], results["stock"]
+    summary = {
+        "benchmark": "trainer_throughput",
+        "model": args.model,
+        "lora": args.lora,
+        "rows": args.rows,
+        "prompt_tokens": args.prompt_tokens,
+        "completion_tokens": args.completion_tokens,
+        "repeats": args.repeats,
+        "threads": args.threads,
+        "stock": stock,
+        "ours": ours,
+        "speedup_tokens_per_s": ours["tokens_per_s"] / stock["tokens_per_s"],
+        "peak_memory_ratio_ours_over_stock": ours["peak_memory_mb"] / stock["peak_memory_mb"],
+        "loss_abs_difference": abs(ours["loss"] - stock["loss"]),
+    }
+    print(f"{'variant':>8s} | {'tokens/s':>10s} | {'median s':>9s} | {'peak MB':>9s} | loss")
+    for name in ("stock", "ours"):
+        r = results[name]
+        print(f"{name:>8s} | {r['tokens_per_s']:>10.0f} | {r['median_seconds']:>9.3f} | {r['peak_memory_mb']:>9.0f} | "
+              f"{r['loss']:.6f}")
+    print(f"speedup (ours/stock tokens/s): {summary['speedup_tokens_per_s']:.2f}x; peak memory ours/stock: "
+          f"{summary['peak_memory_ratio_ours_over_stock']:.2f} ({ours['memory_kind']})")
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(summary, indent=2))
+    print(f"saved {out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,193 @@
+"""skillrise-train end to end with the tiny offline model: one full step, outputs, the GRPO baseline's task
+attempts, bad input (missing model, no chat template, prompts over the context, NaN loss), resume, and one
+full step on each landed benchmark backend."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import shutil
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from conftest import need_data
+from skillrise_train.cli import main, parse_config
+from skillrise_train.config import TrainConfig
+
+pytest.importorskip("trl")
+
+TINY = ["--model", "tiny", "--max-new-tokens", "8", "--threads", "1"]
+
+
+def _lines(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def test_flags_map_one_to_one_to_config_fields():
+    config = parse_config(["--env", "toy", "--K", "3", "--max-new-tokens", "5", "--no-lora", "--gamma", "0.5"])
+    assert (config.env, config.K, config.max_new_tokens, config.lora, config.gamma) == ("toy", 3, 5, False, 0.5)
+    assert parse_config([]) == TrainConfig()
+    with pytest.raises(SystemExit):
+        parse_config(["--no-such-flag", "1"])
+
+
+def test_bad_config_values_are_rejected(capsys):
+    assert main(["--algo", "ppo"]) == 2
+    assert "algo must be one of" in capsys.readouterr().err
+    assert main(["--G", "0"]) == 2
+
+
+def test_one_full_step_on_toy_writes_metrics_turns_and_checkpoint(tmp_path, capsys):
+    out = tmp_path / "run"
+    code = main(["--env", "toy", *TINY, "--K", "2", "--G", "2", "--S", "2", "--steps", "1", "--max-task-steps", "2",
+                 "--output-dir", str(out), "--eval-sequences", "1"])
+    assert code == 0
+    console = capsys.readouterr().out
+    assert "success/pos" in console and "adv curate" in console and "eval step 1" in console
+    (metrics,) = _lines(out / "metrics.jsonl")
+    for key in ("success/pos0", "success/pos1", "advantage/solve_mean", "advantage/curate_mean", "loss", "tokens_per_s"):
+        assert key in metrics
+    turns = _lines(out / "turns.jsonl")
+    roles = Counter(t["role"] for t in turns)
+    assert roles["curate"] == 2 * 2 * (2 - 1)  # S * G * (K - 1): one curate turn between tasks, per trial
+    assert {t["position"] for t in turns} == {0, 1}
+    assert all("advantage" in t["extra"] and "return" in t["extra"] for t in turns)
+    assert (out / "checkpoint-1").is_dir() and (out / "final").is_dir()
+    (evaluation,) = _lines(out / "eval.jsonl")
+    assert evaluation["split"] == "test" and len(evaluation["success_by_position"]) == 2
+
+
+def test_grpo_baseline_attempts_the_same_tasks_without_document_or_curate(tmp_path):
+    outs = {}
+    for algo in ("skillrise", "grpo"):
+        out = tmp_path / algo
+        assert main(["--env", "toy", *TINY, "--algo", algo, "--K", "3", "--G", "2", "--steps", "1",
+                     "--max-task-steps", "1", "--output-dir", str(out)]) == 0
+        outs[algo] = _lines(out / "turns.jsonl")
+    skillrise, grpo = outs["skillrise"], outs["grpo"]
+    assert not [t for t in grpo if t["role"] == "curate"]
+    # one solve step per task here, so solve turns == task attempts: the same tasks, the same number of times
+    assert Counter(t["task_id"] for t in grpo) == Counter(t["task_id"] for t in skillrise if t["role"] == "solve")
+    assert Counter(t["position"] for t in grpo) == Counter({0: 2, 1: 2, 2: 2})
+    from skillrise_gym.prompts import EMPTY_SKILL_PLACEHOLDER
+
+    assert all(EMPTY_SKILL_PLACEHOLDER in t["prompt"] for t in grpo)
+
+
+def test_missing_model_path_is_a_clear_error(tmp_path, capsys):
+    assert main(["--env", "toy", "--model", str(tmp_path / "nowhere"), "--output-dir", str(tmp_path / "o")]) == 2
+    err = capsys.readouterr().err
+    assert "not found" in err and "nowhere" in err
+
+
+def test_model_without_chat_template_is_a_clear_error(tmp_path, capsys):
+    from skillrise_gym.models import build_tiny_model
+
+    path = Path(build_tiny_model(tmp_path / "plain"))
+    (path / "chat_template.jinja").unlink(missing_ok=True)
+    config = json.loads((path / "tokenizer_config.json").read_text())
+    config.pop("chat_template", None)
+    (path / "tokenizer_config.json").write_text(json.dumps(config))
+    assert main(["--env", "toy", "--model", str(path), "--output-dir", str(tmp_path / "o")]) == 2
+    assert "no chat template" in capsys.readouterr().err
+
+
+def test_prompts_longer_than_the_budget_lose_their_middle(tmp_path):
+    out = tmp_path / "run"
+    assert main(["--env", "toy", *TINY, "--steps", "1", "--max-task-steps", "1", "--max-prompt-tokens", "64",
+                 "--output-dir", str(out)]) == 0
+    turns = _lines(out / "turns.jsonl")
+    assert turns and all(t["prompt_tokens"] == 64 and t["extra"]["prompt_truncated"] for t in turns)
+    (metrics,) = _lines(out / "metrics.jsonl")
+    assert metrics["prompts_truncated"] == len(turns)
+
+
+def test_nan_loss_stops_with_a_message_and_keeps_the_last_good_checkpoint(tmp_path, capsys, monkeypatch):
+    import torch
+
+    from skillrise_train.trainer import SkillRiseTrainer
+
+    original = SkillRiseTrainer.rows_to_batch
+
+    def poisoned(self, prompt_ids, completion_ids, advantages):
+        batch = original(self, prompt_ids, completion_ids, advantages)
+        if self.state.global_step == 1:  # the second step goes bad
+            batch["advantages"] = torch.full_like(batch["advantages"], float("nan"))
+        return batch
+
+    monkeypatch.setattr(SkillRiseTrainer, "rows_to_batch", poisoned)
+    out = tmp_path / "run"
+    code = main(["--env", "toy", *TINY, "--steps", "3", "--max-task-steps", "1", "--output-dir", str(out)])
+    assert code == 3
+    err = capsys.readouterr().err
+    assert "loss became nan" in err and "step 2" in err and "--resume" in err
+    assert (out / "checkpoint-1").is_dir() and not (out / "checkpoint-2").exists()
+    state = json.loads((out / "checkpoint-1" / "trainer_state.json").read_text())
+    assert state["global_step"] == 1
+
+
+def test_resume_continues_the_step_count_and_rng_state(tmp_path, capsys):
+    common = ["--env", "toy", *TINY, "--K", "2", "--G", "2", "--max-task-steps", "2", "--seed", "3"]
+    straight, interrupted = tmp_path / "straight", tmp_path / "interrupted"
+    assert main([*common, "--steps", "2", "--output-dir", str(straight)]) == 0
+    assert main([*common, "--steps", "1", "--output-dir", str(interrupted)]) == 0
+    assert main([*common, "--steps", "2", "--output-dir", str(interrupted), "--resume"]) == 0
+    assert "resuming from" in capsys.readouterr().out
+    assert [m["step"] for m in _lines(interrupted / "metrics.jsonl")] == [1, 2]
+    responses = {
+        name: [(t["trial_id"], t["response"]) for t in _lines(folder / "turns.jsonl") if t["extra"]["step"] == 1]
+        for name, folder in (("straight", straight), ("interrupted", interrupted))
+    }
+    # step 2 after a resume samples exactly what the uninterrupted run sampled: same sequences, same RNG
+    assert responses["interrupted"] == responses["straight"]
+
+
+def test_resume_without_a_checkpoint_is_a_clear_error(tmp_path, capsys):
+    assert main(["--env", "toy", *TINY, "--output-dir", str(tmp_path / "empty"), "--resume"]) == 2
+    assert "no checkpoint" in capsys.readouterr().err
+
+
+# ------------------------------------------------------------------------------------ landed backends
+def _one_step(env: str, tmp_path: Path, *extra: str) -> list[dict]:
+    out = tmp_path / env
+    code = main(["--env", env, *TINY, "--K", "2", "--G", "2", "--steps", "1", "--max-task-steps", "2",
+                 "--output-dir", str(out), *extra])
+    assert code == 0
+    turns = _lines(out / "turns.jsonl")
+    assert Counter(t["role"] for t in turns)["curate"] == 2
+    assert (out / "checkpoint-1").is_dir()
+    return turns
+
+
+@pytest.mark.slow
+def test_one_full_step_on_webshop(tmp_path):
+    pytest.importorskip("bm25s")
+    turns = _one_step("webshop", tmp_path, "--backend-options", '{"num_products": 200}')
+    assert {t["benchmark"] for t in turns} == {"webshop"}
+
+
+@pytest.mark.slow
+def test_one_full_step_on_alfworld(tmp_path, monkeypatch):
+    if importlib.util.find_spec("alfworld") is None:
+        pytest.skip("alfworld is not installed (pip install 'skillrise-gym[alfworld]')")
+    data = Path(os.environ.get("ALFWORLD_DATA") or Path(__file__).resolve().parents[2] / "shared" / "data" / "alfworld")
+    if not (data.is_file() or (data / "json_2.1.1").is_dir() or any(data.glob("*.tar.xz"))):
+        data = Path(__file__).resolve().parents[2] / "shared" / "data" / "alfworld"
+    need_data(data, "ALFWorld game files ($ALFWORLD_DATA)")
+    monkeypatch.setenv("ALFWORLD_DATA", str(data))
+    turns = _one_step("alfworld", tmp_path)
+    assert {t["benchmark"] for t in turns} == {"alfworld"}
+
+
+@pytest.mark.slow
+def test_one_full_step_on_scienceworld(tmp_path):
+    pytest.importorskip("scienceworld")
+    if shutil.which("java") is None and not os.environ.get("JAVA_HOME"):
+        if os.environ.get("SKILLRISE_REQUIRE_DATA") == "1":
+            pytest.fail("ScienceWorld needs Java (SKILLRISE_REQUIRE_DATA=1: CI must not skip)")
+        pytest.skip("ScienceWorld needs Java")
+    turns = _one_step("scienceworld", tmp_path)
+    assert {t["benchmark"] for t in turns} == {"scienceworld"}
