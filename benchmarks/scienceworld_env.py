@@ -10,7 +10,7 @@ Contenders:
   ours/fast+admissible  ours/fast plus admissible_actions() on every step
   ours/fast+help        ours/fast plus action_help() on every step (what SequenceEnv does by default)
   ours/fast-defaulthash ours/fast on a JVM without -XX:hashCode=2
-All contenders run at the same time, interleaved task by task, so that load from other processes on the
+After an untimed warm-up pass (JIT), all contenders run at the same time, interleaved task by task, so that load from other processes on the
 machine affects them alike. Also: reset (load + first look), JVM start, a fresh JVM per 3-task sequence vs a
 reused one, and each JVM's resident memory after the runs. Medians (ms) and ratios are printed and saved
 as JSON.
@@ -118,8 +118,11 @@ class Stock:
         self.env.close()
 
 
-def run_contenders(plan) -> dict:
-    """All contenders alive at once and interleaved task by task, so machine-load drift hits them alike."""
+def run_contenders(plan, warmup: int, repeats: int) -> tuple[dict, dict]:
+    """All contenders alive at once and interleaved task by task, so machine-load drift hits them alike.
+
+    `warmup` untimed passes over the tasks first (JIT compilation of each task's code paths), then
+    `repeats` timed passes. Returns (per-contender figures, per-task step medians)."""
     contenders = {
         "stock/default-jvm": Stock(None),
         "stock/hash2": Stock("-XX:+UnlockExperimentalVMOptions -XX:hashCode=2 -Xmx1g"),
@@ -129,25 +132,30 @@ def run_contenders(plan) -> dict:
         "ours/fast-defaulthash": Ours(deterministic=False),
     }
     steps = {name: [] for name in contenders}
+    per_task = {name: {task: [] for task, _v, _g in plan} for name in contenders}
     resets = {name: [] for name in contenders}
     first_reset = {}
     try:
-        for name, variation, gold in plan:
-            for key, contender in contenders.items():
-                start = time.perf_counter()
-                contender.reset(name, variation)
-                elapsed = time.perf_counter() - start
-                if key not in first_reset:
-                    first_reset[key] = elapsed  # cold JVM: class loading and JIT warm-up
-                else:
-                    resets[key].append(elapsed)
-                for action in gold:
+        for round_index in range(warmup + repeats):
+            timed = round_index >= warmup
+            for name, variation, gold in plan:
+                for key, contender in contenders.items():
                     start = time.perf_counter()
-                    done = contender.step(action)
-                    steps[key].append(time.perf_counter() - start)
-                    if done:
-                        break
-        return {
+                    contender.reset(name, variation)
+                    elapsed = time.perf_counter() - start
+                    if key not in first_reset:
+                        first_reset[key] = elapsed  # cold JVM: class loading and JIT warm-up
+                    elif timed:
+                        resets[key].append(elapsed)
+                    for action in gold:
+                        start = time.perf_counter()
+                        done = contender.step(action)
+                        if timed:
+                            steps[key].append(time.perf_counter() - start)
+                            per_task[key][name].append(steps[key][-1])
+                        if done:
+                            break
+        figures = {
             key: {
                 "step_ms": median_ms(steps[key]),
                 "steps": len(steps[key]),
@@ -158,6 +166,8 @@ def run_contenders(plan) -> dict:
             }
             for key, contender in contenders.items()
         }
+        task_medians = {key: {task: median_ms(v) for task, v in rows.items()} for key, rows in per_task.items()}
+        return figures, task_medians
     finally:
         for contender in contenders.values():
             contender.close()
@@ -192,17 +202,25 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--tasks", nargs="+", default=DEFAULT_TASKS)
     parser.add_argument("--out", default="bench_out/scienceworld_env.json")
+    parser.add_argument("--warmup", type=int, default=1, help="untimed passes over the tasks first")
+    parser.add_argument("--repeats", type=int, default=2, help="timed passes")
     args = parser.parse_args(argv)
 
     plan = gold_plan(args.tasks)
-    results = run_contenders(plan)
+    results, task_medians = run_contenders(plan, args.warmup, args.repeats)
     for name, row in results.items():
         print(json.dumps({"contender": name, **row}), flush=True)
     lifecycle = run_lifecycle(plan)
     print(json.dumps({"lifecycle": lifecycle}), flush=True)
 
     stock, fast = results["stock/hash2"]["step_ms"], results["ours/fast"]["step_ms"]
+    per_task_ratio = {
+        task: round(task_medians["stock/hash2"][task] / task_medians["ours/fast"][task], 2)
+        for task in task_medians["ours/fast"]
+    }
+    print(json.dumps({"per_task_step_ratio stock_hash2/ours_fast": per_task_ratio}))
     ratios = {
+        "median over tasks of (stock_hash2_step / ours_fast_step)": round(statistics.median(per_task_ratio.values()), 2),
         "stock_hash2_step / ours_fast_step": round(stock / fast, 2),
         "stock_default_step / ours_fast_step": round(results["stock/default-jvm"]["step_ms"] / fast, 2),
         "stock_hash2_step / ours_fast+admissible_step": round(stock / results["ours/fast+admissible"]["step_ms"], 2),
@@ -217,7 +235,8 @@ def main(argv: list[str] | None = None) -> int:
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps({
         "benchmark": "scienceworld_env", "python": sys.version.split()[0], "cpus": os.cpu_count(),
-        "tasks": [f"{n}-{v}" for n, v, _ in plan], "results": results, "lifecycle": lifecycle, "ratios": ratios,
+        "tasks": [f"{n}-{v}" for n, v, _ in plan], "warmup": args.warmup, "repeats": args.repeats,
+        "results": results, "per_task_step_ms": task_medians, "per_task_step_ratio": per_task_ratio, "lifecycle": lifecycle, "ratios": ratios,
     }, indent=1))
     print(f"saved {out}")
     return 0

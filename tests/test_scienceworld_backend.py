@@ -234,3 +234,20 @@ def test_difficulty_uses_cached_gold_lengths(tmp_path, monkeypatch):
 def test_engine_error_class_is_exported():
     assert issubclass(EngineError, RuntimeError)
     assert os.environ.get("SKILLRISE_CACHE")  # conftest isolates the cache
+
+
+def test_data_tool_reports_and_precomputes(capsys, tmp_path, monkeypatch):
+    from skillrise_gym.data_cli import main
+
+    monkeypatch.setenv("SKILLRISE_CACHE", str(tmp_path))
+    assert main(["scienceworld", "--tasks", "power-component", "--precompute-difficulty", "--split", "dev",
+                 "--limit", "2"]) == 0
+    out = capsys.readouterr().out
+    assert "java:" in out and "scienceworld: 1.2.3" in out and "computed 2 gold paths" in out
+    assert main(["scienceworld", "--tasks", "power-component"]) == 0
+    assert "0/2/0" in capsys.readouterr().out  # 2 dev gold paths cached now
+    monkeypatch.setenv("PATH", str(tmp_path))
+    monkeypatch.delenv("JAVA_HOME", raising=False)
+    monkeypatch.delenv("SCIWORLD_JAVA_HOME", raising=False)
+    assert main(["scienceworld"]) == 1
+    assert "openjdk" in capsys.readouterr().out

@@ -366,7 +366,7 @@ class ScienceWorldBackend(Backend):
         return self._require_episode().description
 
     # ------------------------------------------------------------------ action lists
-    def _without_rng_side_effects(self, what: str, fn: Any) -> Any:
+    def _without_rng_side_effects(self, fn: Any) -> Any:
         """Run `fn` and restore the simulator's global RNG, so observing the world never changes its future."""
         jvm = self._live_engine()
         try:
@@ -385,7 +385,6 @@ class ScienceWorldBackend(Backend):
         self._require_episode()
         jvm = self._live_engine()
         return self._without_rng_side_effects(
-            "valid actions",
             lambda: jvm.call("valid actions", lambda: jvm.strings(jvm.server.getValidActionObjectCombinations())),
         )
 
@@ -399,7 +398,7 @@ class ScienceWorldBackend(Backend):
             objects = jvm.call("objects", lambda: jvm.strings(jvm.server.getPossibleObjects()))
             return templates, objects
 
-        return self._without_rng_side_effects("action templates", fetch)
+        return self._without_rng_side_effects(fetch)
 
     def action_help(self) -> str | None:
         """Action templates and current objects, in the reference's prompt wording (None when no task is
