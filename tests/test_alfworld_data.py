@@ -219,3 +219,7 @@ def test_data_cli_reports_games_per_split(root, capsys):
     assert "3553 games" in out and "140 games" in out and "200 games" in out and "valid_unseen): missing" in out
     assert datatool.run(parser.parse_args(["--data-dir", str(root.parent / "absent")])) == 1
     assert "alfworld-download" in capsys.readouterr().err
+    archive = DATA if DATA.is_file() else DATA / "json_2.1.1.tar.xz"
+    if archive.is_file():
+        assert datatool.run(parser.parse_args(["--extract", str(archive)])) == 0
+        assert f"-> {root}" in capsys.readouterr().out  # already extracted: the same folder

@@ -165,12 +165,18 @@ def engine_caches(cache: TranslationCache | None, memo_parses: bool = True) -> I
 
     if cache is not None:
 
+        def translate(domain: str, problem: str, verbose: bool, optimize: bool):
+            argv = sys.argv  # fast_downward rebinds sys.argv for its option parser: put it back
+            try:
+                return original_pddl2sas(domain, problem, verbose=verbose, optimize=optimize)
+            finally:
+                sys.argv = argv
+
         def pddl2sas(domain: str, problem: str, verbose: bool = False, optimize: bool = False):
             if verbose:
-                return original_pddl2sas(domain, problem, verbose=verbose, optimize=optimize)
+                return translate(domain, problem, verbose, optimize)
             return cache.get_or_compute(
-                "pddl2sas", (domain, problem, bool(optimize)),
-                lambda: original_pddl2sas(domain, problem, verbose=False, optimize=optimize),
+                "pddl2sas", (domain, problem, bool(optimize)), lambda: translate(domain, problem, False, optimize)
             )
 
         def parse_and_convert(*args: Any, **kwargs: Any):
