@@ -41,7 +41,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _download(target: Path) -> int:
-    exe = shutil.which("alfworld-download")
+    beside = Path(sys.executable).parent / "alfworld-download"  # this environment's copy, even if not on PATH
+    exe = str(beside) if beside.is_file() else shutil.which("alfworld-download")
     if exe is None:
         print("alfworld-download not found: pip install 'skillrise-gym[alfworld]' first", file=sys.stderr)
         return 2
