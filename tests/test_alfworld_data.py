@@ -185,6 +185,20 @@ def test_corrupt_and_unsolvable_games_are_skipped_with_a_warning(tmp_path, root)
     assert not list(top.rglob("traj_data.json"))  # nothing written into the data folder
 
 
+def test_data_cli_warms_the_reset_cache(tmp_path, root, capsys):
+    pytest.importorskip("alfworld")
+    from skillrise_gym.backends.alfworld import datatool
+
+    for game in sorted((root / "valid_seen").glob("*/*/game.tw-pddl"))[:2]:
+        target = tmp_path / "json_2.1.1" / "valid_seen" / game.parent.relative_to(root / "valid_seen")
+        target.mkdir(parents=True)
+        shutil.copy(game, target / "game.tw-pddl")
+    parser = argparse.ArgumentParser()
+    datatool.add_arguments(parser)
+    assert datatool.run(parser.parse_args(["--data-dir", str(tmp_path), "--warm-cache", "eval_in_distribution"])) == 0
+    assert "warmed 2/2 games" in capsys.readouterr().out
+
+
 def test_tasks_ids_families_and_difficulty(root):
     pytest.importorskip("alfworld")
     from skillrise_gym.backends.alfworld import ALFWorldBackend
@@ -219,6 +233,7 @@ def test_data_cli_reports_games_per_split(root, capsys):
     assert "3553 games" in out and "140 games" in out and "200 games" in out and "valid_unseen): missing" in out
     assert datatool.run(parser.parse_args(["--data-dir", str(root.parent / "absent")])) == 1
     assert "alfworld-download" in capsys.readouterr().err
+    assert datatool.run(parser.parse_args(["--data-dir", str(DATA), "--warm-cache", "nope"])) == 2
     archive = DATA if DATA.is_file() else DATA / "json_2.1.1.tar.xz"
     if archive.is_file():
         assert datatool.run(parser.parse_args(["--extract", str(archive)])) == 0

@@ -4,6 +4,7 @@
     skillrise-data alfworld --verify             # also load every game's JSON (and --play N games on the engine)
     skillrise-data alfworld --extract ARCHIVE    # extract a json_2.1.1.tar.xz once into the cache
     skillrise-data alfworld --download           # run ALFWorld's official downloader (needs the internet)
+    skillrise-data alfworld --warm-cache SPLIT   # reset every game of SPLIT once: later resets hit the cache
 """
 
 from __future__ import annotations
@@ -38,6 +39,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="re-read every game file (ignoring the index cache) and report unusable ones")
     parser.add_argument("--play", type=int, default=0, metavar="N",
                         help="with --verify: replay the walkthrough of the first N games of each split on the engine")
+    parser.add_argument("--warm-cache", metavar="SPLIT", default=None,
+                        help="load and reset every game of SPLIT once, filling the reset cache (~0.12 MB a game)")
 
 
 def _download(target: Path) -> int:
@@ -68,6 +71,26 @@ def _play(data_dir: Path, split: str, n: int) -> tuple[int, int]:
         won += int(result.success)
     backend.close()
     return won, len(tasks)
+
+
+def _warm(root: Path, split: str) -> int:
+    import time
+
+    from skillrise_gym.backends.alfworld.backend import ALFWorldBackend
+
+    backend = ALFWorldBackend(data_dir=root)
+    tasks = backend.list_tasks(split)
+    start, failed = time.perf_counter(), 0
+    for i, task in enumerate(tasks, start=1):
+        try:
+            backend.reset(task)
+        except Exception as exc:  # report and go on: one bad game must not stop the warm-up
+            failed += 1
+            print(f"  {task.id}: {exc}", file=sys.stderr)
+        if i % 100 == 0 or i == len(tasks):
+            print(f"  warmed {i}/{len(tasks)} games of {split} ({time.perf_counter() - start:.0f} s)", flush=True)
+    backend.close()
+    return 1 if failed else 0
 
 
 def run(args: argparse.Namespace) -> int:
@@ -107,4 +130,9 @@ def run(args: argparse.Namespace) -> int:
             print(f"      walkthrough replay: {won}/{n} won")
     if args.verify:
         print("verify: OK" if total_skipped == 0 else f"verify: {total_skipped} unusable game file(s)")
+    if args.warm_cache:
+        if args.warm_cache not in SPLIT_FOLDERS:
+            print(f"unknown split {args.warm_cache!r}; known: {', '.join(SPLIT_FOLDERS)}", file=sys.stderr)
+            return 2
+        return _warm(root, args.warm_cache)
     return 0
