@@ -203,7 +203,7 @@ def test_corrupt_game_raises_engine_error_and_backend_recovers(tmp_path, backend
     tasks = {t.id: t for t in local.list_tasks(SPLIT)}
     with pytest.raises(EngineError, match="pick_and_place_simple-Mug"):
         local.reset(tasks["pick_and_place_simple-Mug-None-Desk-301/trial_T1"])
-    with pytest.raises(RuntimeError):
+    with pytest.raises(EngineError, match="reset"):
         local.step("look")  # the failed task is gone
     result = local.reset(tasks[f"{good.parent.parent.name}/{good.parent.name}"])
     assert "Your task is to:" in result.observation

@@ -86,8 +86,8 @@ class ALFWorldBackend(Backend):
         self._game = None  # AlfredGame, made on first reset
         self._translation_cache = None
         self._task: Task | None = None
-        self._observation = ""
         self._description = ""
+        self._failure: str | None = None  # why the engine failed, until the next successful reset
         self._infos: dict[str, Any] = {}
         self._done = False
         self._won = False
@@ -155,8 +155,10 @@ class ALFWorldBackend(Backend):
             handcoded = self._make_handcoded(game, gamefile, task)
         except Exception as exc:
             self._game = None  # rebuild the engine on the next reset
-            raise EngineError(f"ALFWorld engine failed to load {task.id}: {exc.__class__.__name__}: {exc}") from exc
-        self._task, self._observation, self._infos = task, observation, infos
+            self._failure = f"ALFWorld engine failed to load {task.id}: {exc.__class__.__name__}: {exc}"
+            raise EngineError(self._failure) from exc
+        self._failure = None
+        self._task, self._infos = task, infos
         self._description = task_description_from(observation)
         self._steps, self._effective, self._walkthrough = 0, [], walkthrough
         self._won = bool(infos["won"])
@@ -179,6 +181,8 @@ class ALFWorldBackend(Backend):
 
     def _require_task(self) -> Task:
         if self._task is None:
+            if self._failure:
+                raise EngineError(f"{self._failure}; reset() a task to go on")
             raise RuntimeError("call reset(task) first")
         return self._task
 
@@ -193,14 +197,15 @@ class ALFWorldBackend(Backend):
         try:
             observation, score, done, infos = self._engine().step(command)
         except Exception as exc:
-            self._game, self._task = None, None
-            raise EngineError(f"ALFWorld engine failed on {command!r}: {exc.__class__.__name__}: {exc}") from exc
+            self._game, self._task = None, None  # the task is lost; the engine is rebuilt on the next reset
+            self._failure = f"ALFWorld engine failed on {command!r}: {exc.__class__.__name__}: {exc}"
+            raise EngineError(self._failure) from exc
         self._steps += 1
         if admissible:
             self._effective.append(command)
         if self._handcoded is not None:
             self._handcoded.observe(self._game.last_state, command)
-        self._observation, self._infos = observation, infos
+        self._infos = infos
         self._won = bool(infos["won"])
         self._done = bool(done) or self._won
         self._last = StepResult(observation=observation, score=float(score), done=self._done, success=self._won,
