@@ -4,11 +4,13 @@ an endpoint that fails mid-run, and a run killed with SIGKILL mid-sequence, then
 from __future__ import annotations
 
 import json
+import signal
 import subprocess
 import sys
 import time
 from pathlib import Path
 
+import pytest
 from test_agents_openai import SECRET, chat_server, free_port, server, tiny_model_dir  # noqa: F401  (fixtures)
 from test_bench_runner import assert_consistent, results
 
@@ -93,3 +95,33 @@ def test_killed_run_resumes_with_no_duplicate_and_no_lost_sequence(server, tmp_p
     assert results(out)[: len(before)] == before
     assert_consistent(out, {(K, i) for K in (1, 2) for i in range(4)})
     assert len(server.requests) - requests_before == 2 * 7  # only the two lost sequences were played again
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+def test_interrupted_run_stops_cleanly_and_resumes(server, tmp_path, signum):
+    out = tmp_path / "run"
+    server.hold_after = 27  # as above: 6 sequences finished, 2 in flight when the signal comes
+    command = [sys.executable, "-m", "skillrise_gym.bench.cli", *bench_args(server.url, out, 4, "--timeout", "2")]
+    proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        for _ in range(1200):  # bounded: at most about 120 s
+            if len(server.requests) > 27 or proc.poll() is not None:
+                break
+            time.sleep(0.1)
+        assert proc.poll() is None
+        proc.send_signal(signum)
+        stdout, stderr = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(timeout=30)
+    assert proc.returncode == 130, stderr.decode()[-2000:]
+    assert b"interrupted; re-run the same command to resume" in stderr
+    assert b"| 1 | 4 |" in stdout  # the table of what finished
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["status"] == "interrupted" and summary["finished"] == 6
+
+    server.release.set()
+    server.hold_after = None
+    assert main(bench_args(server.url, out, 4)) == 0
+    assert_consistent(out, {(K, i) for K in (1, 2) for i in range(4)})

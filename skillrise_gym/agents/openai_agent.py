@@ -76,6 +76,7 @@ class OpenAIAgent(Agent):
         self.batch_size = config.concurrency
         self._pool = ThreadPoolExecutor(max_workers=config.concurrency, thread_name_prefix="openai-agent")
         self._lock = threading.Lock()
+        self._closed = threading.Event()
         self.stats = {"requests": 0, "retries": 0, "empty_completions": 0}
 
     # ----------------------------------------------------------------- public
@@ -90,6 +91,8 @@ class OpenAIAgent(Agent):
         retries = 0
         last_error = ""
         while True:
+            if self._closed.is_set():  # an interrupted run: no new requests, no more retries
+                raise AgentError("the agent was closed")
             try:
                 text, usage, finish = self._request(prompt)
             except _Retryable as exc:
@@ -127,7 +130,9 @@ class OpenAIAgent(Agent):
                 "top_p": c.top_p, "max_tokens": c.max_tokens, "seed": c.seed}
 
     def close(self) -> None:
-        self._pool.shutdown(wait=True, cancel_futures=True)
+        """Stop: queued requests are cancelled, running ones end at their timeout without retrying."""
+        self._closed.set()
+        self._pool.shutdown(wait=False, cancel_futures=True)
 
     # ----------------------------------------------------------------- internals
     def _count(self, key: str) -> None:

@@ -13,7 +13,9 @@ from __future__ import annotations
 
 import argparse
 import json
+import signal
 import sys
+import threading
 from typing import Any, Sequence
 
 from skillrise_gym.agents.base import Agent
@@ -115,8 +117,15 @@ def make_agent(args: argparse.Namespace, benchmark: str) -> Agent:
     ))
 
 
+def _interrupt(signum: int, frame: Any) -> None:
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    if threading.current_thread() is threading.main_thread():
+        # SIGTERM (a scheduler stopping the job) stops like Ctrl-C: finished sequences kept, summary written
+        signal.signal(signal.SIGTERM, _interrupt)
 
     def log(message: str) -> None:
         print(message, file=sys.stderr, flush=True)
