@@ -242,6 +242,33 @@ def test_parity_with_the_stock_engine_cold_and_warm_cache(tmp_path, backend, by_
     assert damaged._translation_cache.misses > 0  # the truncated entries were recomputed (and rewritten)
 
 
+def test_reset_cache_is_keyed_by_content(tmp_path, backend, by_type):
+    """Editing a game (here its task sentence in the grammar) is never served the old cached result."""
+    import fast_downward
+
+    source = Path(by_type["pick_and_place_simple"][3].payload["gamefile"])
+    folder = tmp_path / "json_2.1.1" / "valid_seen" / source.parent.parent.name / source.parent.name
+    folder.mkdir(parents=True)
+    game = folder / "game.tw-pddl"
+    shutil.copy(source, game)
+    cache = TranslationCache(tmp_path / "reset-cache")
+    first = ALFWorldBackend(data_dir=tmp_path)
+    first._translation_cache = cache
+    task = first.list_tasks(SPLIT)[0]
+    before = first.reset(task).observation
+    data = json.loads(game.read_text())
+    sentence = before.split("Your task is to: ")[1]
+    data["grammar"] = data["grammar"].replace(sentence, "juggle three potatoes.")
+    game.write_text(json.dumps(data))
+    second = ALFWorldBackend(data_dir=tmp_path)
+    second._translation_cache = TranslationCache(tmp_path / "reset-cache")
+    after = second.reset(second.list_tasks(SPLIT)[0])
+    assert after.observation == before.replace(sentence, "juggle three potatoes.")
+    assert second.task_description() == "juggle three potatoes."
+    # the cache is swapped in only during the backend's own calls: the stock engine is left as it was
+    assert fast_downward.pddl2sas.__module__ == "fast_downward.interface"
+
+
 def test_uncached_backend_matches_cached(backend, by_type):
     plain = ALFWorldBackend(data_dir=DATA, cache=False)
     task = by_type["pick_heat_then_place_in_recep"][1]
