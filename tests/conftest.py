@@ -24,9 +24,13 @@ def need_data(path: str | os.PathLike | None, what: str) -> Path:
     pytest.skip(message)
 
 
-@pytest.fixture(autouse=True)
-def _isolated_cache(tmp_path_factory, monkeypatch):
-    """Every test session shares one fresh cache root unless the caller pinned SKILLRISE_CACHE."""
-    if not os.environ.get("SKILLRISE_CACHE_PINNED"):
-        root = tmp_path_factory.getbasetemp() / "skillrise-cache"
-        monkeypatch.setenv("SKILLRISE_CACHE", str(root))
+@pytest.fixture(autouse=True, scope="session")
+def _isolated_cache(tmp_path_factory):
+    """The whole session shares one fresh cache root (set before any module fixture runs), unless the caller
+    pinned SKILLRISE_CACHE (scripts/test.sh does, so repeated runs start warm)."""
+    if os.environ.get("SKILLRISE_CACHE_PINNED"):
+        yield
+        return
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("SKILLRISE_CACHE", str(tmp_path_factory.getbasetemp() / "skillrise-cache"))
+        yield
