@@ -116,6 +116,7 @@ class Stock:
 
     def close(self) -> None:
         self.env.close()
+        self.env.close = lambda: None  # the stock __del__ would close again (broken pipe)
 
 
 def run_contenders(plan, warmup: int, repeats: int) -> tuple[dict, dict]:

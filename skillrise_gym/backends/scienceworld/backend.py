@@ -7,9 +7,10 @@ Conventions (see docs/scienceworld.md for the user-facing version):
 * Success is score >= 100 (the engine's own completion). A negative score (the wrong-focus failure, -100)
   ends the task as a failure. The engine's tick-based step limit is not applied: `SequenceEnv` counts
   agent steps (`default_max_task_steps` = 30, as the reference).
-* Fast step: only the four server calls that define the transition (step, score, completed, moves). The
-  stock `ScienceWorldEnv.step` also fetches look, inventory, task description and the valid-action list on
-  every step, which is 10x slower.
+* Fast step: the engine's agent interface directly, plus score, completion and move count. The stock
+  `ScienceWorldEnv.step` also fetches look, inventory, task description and the valid-action list on
+  every step, and the engine's own wrapper computes a look, an inventory and every visible referent for
+  its history and debug output (see `_engine_step`).
 * RNG convention: computing the valid-action list draws from the simulator's global RNG (and bees, wandering
   animals... draw from it on every tick). `admissible_actions()` and `action_help()` save and restore that
   RNG, so asking for them never changes what happens next: the world evolves exactly as if they were never
@@ -34,6 +35,10 @@ from skillrise_gym.tasks import Task
 logger = logging.getLogger(__name__)
 
 UNKNOWN_ACTION = "No known action matches that input."
+#: inputs that the engine's Python-facing wrapper answers itself, without the agent interface
+WRAPPER_COMMANDS = frozenset({"help", "objects", "task"})
+#: what the wrapper answers when the agent interface returns an empty observation
+EMPTY_OBSERVATION = "Unknown action.  Type 'help' for a list of actions, and 'objects' for a list of possible object referents."
 SIMPLIFICATIONS = ("teleportAction", "selfWateringFlowerPots", "openContainers", "openDoors", "noElectricalAction")
 FAMILY_MODES = ("task", "topic")
 DIFFICULTY_MODES = ("cached", "gold", "fallback")
@@ -118,6 +123,8 @@ class ScienceWorldBackend(Backend):
         self.call_timeout = call_timeout
         self.max_action_chars = max_action_chars
         self._jvm: ScienceWorldJVM | None = None
+        #: the loaded world's AgentInterface (fast steps go to it directly; replaced on every load)
+        self._agent: Any = None
         self._episode: _Episode | None = None
         #: why the last task was lost to an engine failure (steps then raise EngineError until the next reset)
         self._lost: str | None = None
@@ -273,12 +280,14 @@ class ScienceWorldBackend(Backend):
         from py4j.protocol import Py4JJavaError
 
         jvm = self._engine()
+        self._agent = None
         try:
             error = jvm.call("load", jvm.server.load, name, variation, simplifications, False)
         except Py4JJavaError as exc:
             raise ValueError(f"ScienceWorld refused to load {name} variation {variation}: {exc.java_exception}") from None
         if error:
             raise ValueError(f"ScienceWorld refused to load {name} variation {variation}: {error}")
+        self._agent = jvm.call("load", lambda: jvm.server.agentInterface().get())
         return self._engine_step("look around")
 
     def reset(self, task: Task) -> StepResult:
@@ -303,7 +312,14 @@ class ScienceWorldBackend(Backend):
         return StepResult(observation=observation, score=float(score), done=done, success=score >= 100, info=info)
 
     def _engine_step(self, action: str) -> tuple[str, int, bool, int]:
-        """One transition with the four calls that define it: observation, score (-100..100), done, moves."""
+        """One transition: (observation, score -100..100, done, moves).
+
+        The engine's `PythonInterface.step` wraps `AgentInterface.step` with work we do not need on every
+        step: a look and an inventory for its run history, and the referents of every visible object for a
+        debug print. We call the agent interface directly (and keep the wrapper's score and completion
+        fields up to date), except for the few inputs the wrapper answers itself. Observations, scores and
+        the RNG stream are the same as through the wrapper (tests compare with the stock step).
+        """
         from py4j.protocol import Py4JJavaError
 
         jvm = self._live_engine()
@@ -313,13 +329,22 @@ class ScienceWorldBackend(Backend):
                 jvm.call("moves", server.getNumMoves)
             )
         try:
-            observation = jvm.call("step", server.step, action)
-            score = int(round(100 * jvm.call("score", server.getScore)))
-            completed = bool(jvm.call("completed", server.getCompleted))
+            if self._agent is None or action.strip().lower() in WRAPPER_COMMANDS:
+                observation = jvm.call("step", server.step, action)
+                raw_score = float(jvm.call("score", server.getScore))
+                completed = bool(jvm.call("completed", server.getCompleted))
+            else:
+                result = jvm.call("step", self._agent.step, action)
+                observation = jvm.call("step", result._1) or EMPTY_OBSERVATION
+                raw_score = float(jvm.call("score", result._2))
+                completed = bool(jvm.call("completed", result._3))
+                jvm.call("score", getattr(server, "score_$eq"), raw_score)
+                jvm.call("completed", getattr(server, "isComplete_$eq"), completed)
             moves = int(jvm.call("moves", server.getNumMoves))
         except Py4JJavaError as exc:
             # The engine threw inside its own step: the world may be half-updated, so the task is lost.
             raise EngineError(f"ScienceWorld raised an exception on action {action[:80]!r}: {exc.java_exception}") from None
+        score = int(round(100 * raw_score))
         # A negative score is the engine's task failure (e.g. focusing on the wrong object); the stock
         # wrapper ends the episode on it, and so do we.
         return str(observation), score, completed or score < 0, moves
@@ -428,6 +453,7 @@ class ScienceWorldBackend(Backend):
 
         jvm = self._engine()
         server = jvm.server
+        self._agent = None  # the load below replaces the world
         try:
             error = jvm.call("gold path", server.load, task_name, variation, simplifications, True)
         except Py4JJavaError as exc:
