@@ -164,6 +164,9 @@ class SkillRiseTrainer(GRPOTrainer):
         from skillrise_train.rollout import default_splits
 
         args = make_grpo_config(config, **arg_overrides)
+        if not torch.cuda.is_available():
+            # deliberate: on small CPU models extra threads mostly spin (and a busy machine makes it far worse)
+            torch.set_num_threads(max(1, config.threads))
         model, tokenizer = load_model_and_tokenizer(config.model)
         peft_config = None
         if config.lora:

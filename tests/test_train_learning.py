@@ -71,7 +71,6 @@ def signal_backend(monkeypatch):
     return "signal"
 
 
-@pytest.mark.slow
 def test_mean_reward_rises_on_a_learnable_signal(signal_backend, tmp_path):
     import torch
 
@@ -81,8 +80,9 @@ def test_mean_reward_rises_on_a_learnable_signal(signal_backend, tmp_path):
     steps = 40
     config = TrainConfig(
         env=signal_backend, model="tiny", lora=False, K=2, G=4, S=2, max_task_steps=1, max_new_tokens=3,
-        steps=steps, lr=3e-3, invalid_penalty=0.0, entropy_coef=0.0, output_dir=str(tmp_path), save_interval=1000,
-        record_turns=False, seed=0,
+        steps=steps, lr=1e-2, invalid_penalty=0.0, entropy_coef=0.0, output_dir=str(tmp_path), save_interval=1000,
+        record_turns=False, seed=0, threads=1,
+        max_prompt_tokens=64,  # the documented middle truncation keeps the update cheap; the signal needs no prompt
     )
     trainer = SkillRiseTrainer.from_config(config)
     success: list[float] = []
