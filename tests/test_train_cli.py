@@ -165,7 +165,7 @@ def _one_step(env: str, tmp_path: Path, *extra: str) -> list[dict]:
 @pytest.mark.slow
 def test_one_full_step_on_webshop(tmp_path):
     pytest.importorskip("bm25s")
-    turns = _one_step("webshop", tmp_path, "--backend-options", '{"num_products": 200}')
+    turns = _one_step("webshop", tmp_path)
     assert {t["benchmark"] for t in turns} == {"webshop"}
 
 
