@@ -93,11 +93,14 @@ def java_major_version(java: str) -> int:
     return int(match.group(2) or 0) if major == 1 else major
 
 
-def _terminate(process: subprocess.Popen, gateway: Any, scratch: str) -> None:
+def _terminate(process: subprocess.Popen, gateway: Any, scratch: str, owner_pid: int) -> None:
     """End a JVM: close the py4j connection, break its stdin pipe (py4j's die-on-broken-pipe), then kill.
 
-    Module-level (not a method) so `weakref.finalize` can call it without keeping the owner alive.
+    Module-level (not a method) so `weakref.finalize` can call it without keeping the owner alive. A forked
+    child that inherited the object does nothing: the JVM belongs to the process that started it.
     """
+    if os.getpid() != owner_pid:
+        return
     try:
         gateway.close(keep_callback_server=False, close_callback_server_connections=True)
     except Exception:
@@ -179,7 +182,7 @@ class ScienceWorldJVM:
             prefix="skillrise-sciworld-", suffix=".txt", dir="/dev/shm" if os.path.isdir("/dev/shm") else None
         )
         os.close(fd)
-        self._finalizer = weakref.finalize(self, _terminate, process, self.gateway, self._scratch)
+        self._finalizer = weakref.finalize(self, _terminate, process, self.gateway, self._scratch, os.getpid())
         self.dead_reason: str | None = None
         try:
             jvm = self.gateway.jvm
