@@ -153,3 +153,17 @@ def test_engine_debug_output_is_silenced_at_the_source():
             backend.step(action)
         assert backend.admissible_actions()
         assert list(backend._jvm.stdout_tail) == []
+
+
+def test_transfer_files_of_dead_processes_are_swept(tmp_path):
+    from skillrise_gym.backends.scienceworld.jvm import _sweep_stale_scratch
+
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    stale = tmp_path / f"skillrise-sciworld-{dead.pid}-abc.txt"
+    live = tmp_path / f"skillrise-sciworld-{os.getpid()}-abc.txt"
+    other = tmp_path / "unrelated.txt"
+    for path in (stale, live, other):
+        path.write_text("x")
+    _sweep_stale_scratch(str(tmp_path))
+    assert not stale.exists() and live.exists() and other.exists()

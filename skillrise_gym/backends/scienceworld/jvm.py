@@ -93,6 +93,36 @@ def java_major_version(java: str) -> int:
     return int(match.group(2) or 0) if major == 1 else major
 
 
+_SCRATCH_PREFIX = "skillrise-sciworld-"
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # exists but belongs to someone else
+        return True
+    return True
+
+
+def _sweep_stale_scratch(folder: str) -> None:
+    """Remove transfer files left by processes that were killed (their finalizers never ran)."""
+    try:
+        names = os.listdir(folder)
+    except OSError:
+        return
+    for name in names:
+        if not name.startswith(_SCRATCH_PREFIX):
+            continue
+        pid = name[len(_SCRATCH_PREFIX) :].split("-", 1)[0]
+        if pid.isdigit() and not _pid_alive(int(pid)):
+            try:
+                os.remove(os.path.join(folder, name))
+            except OSError:
+                pass
+
+
 def _terminate(process: subprocess.Popen, gateway: Any, scratch: str, owner_pid: int) -> None:
     """End a JVM: close the py4j connection, break its stdin pipe (py4j's die-on-broken-pipe), then kill.
 
@@ -178,9 +208,9 @@ class ScienceWorldJVM:
             gateway_parameters=GatewayParameters(port=port, auto_field=True, read_timeout=call_timeout),
             java_process=process,
         )
-        fd, self._scratch = tempfile.mkstemp(
-            prefix="skillrise-sciworld-", suffix=".txt", dir="/dev/shm" if os.path.isdir("/dev/shm") else None
-        )
+        scratch_dir = "/dev/shm" if os.path.isdir("/dev/shm") else tempfile.gettempdir()
+        _sweep_stale_scratch(scratch_dir)
+        fd, self._scratch = tempfile.mkstemp(prefix=f"{_SCRATCH_PREFIX}{os.getpid()}-", suffix=".txt", dir=scratch_dir)
         os.close(fd)
         self._finalizer = weakref.finalize(self, _terminate, process, self.gateway, self._scratch, os.getpid())
         self.dead_reason: str | None = None
