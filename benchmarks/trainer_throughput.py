@@ -2,10 +2,11 @@
 
 Agent turns have long prompts and short completions. Stock TRL scores every position through its fused LM
 head when Triton is unavailable (CPU); `SkillRiseTrainer` asks the model for the completion positions only.
-Both variants run TRL's own `_compute_loss` (clipped objective, entropy bonus) and a backward pass on the
-same rows, each in its own process so peak memory is measured separately.
+Both variants run the trainer's `compute_loss` (token-budget micro-batches, TRL's `_compute_loss` on each:
+clipped objective, entropy bonus) and the backward pass on the same rows, each variant in its own process
+so peak memory is measured separately.
 
-    python benchmarks/trainer_throughput.py                      # SmolLM2-135M, 8 rows of ~1200+32 tokens
+    python benchmarks/trainer_throughput.py                      # SmolLM2-135M, 4 rows of ~800+32 tokens
     python benchmarks/trainer_throughput.py --model tiny --repeats 3
 
 Prints tokens/s and peak memory of both and their ratios; saves JSON (medians) to --out.
@@ -74,7 +75,7 @@ def run_variant(variant: str, args: argparse.Namespace) -> dict:
                 torch.cuda.synchronize()
             start = time.perf_counter()
             model.zero_grad(set_to_none=True)
-            loss = trainer._compute_loss(model, batch)
+            loss = trainer.compute_loss(model, batch)  # the real update path (token-budget micro-batches)
             loss.backward()
             if cuda:
                 torch.cuda.synchronize()
@@ -107,10 +108,10 @@ def run_variant(variant: str, args: argparse.Namespace) -> dict:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--model", default="smollm2")
-    parser.add_argument("--rows", type=int, default=8)
-    parser.add_argument("--prompt-tokens", type=int, default=1200)
+    parser.add_argument("--rows", type=int, default=4)
+    parser.add_argument("--prompt-tokens", type=int, default=800)
     parser.add_argument("--completion-tokens", type=int, default=32)
-    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--lora", action=argparse.BooleanOptionalAction, default=True)
     parser.add_argument("--out", default="benchmarks/results/trainer_throughput.json")

@@ -93,12 +93,15 @@ class MetricsLogger:
         self.header_printed = False
 
     def log(self, step: int, logs: dict[str, Any]) -> None:
-        if "success/mean" not in logs:  # TRL's end-of-training summary
+        if "loss" not in logs or "train_runtime" in logs:  # TRL's end-of-training summary
             return
+        updates = self.config.updates_per_rollout
+        rollout = (step - 1) // updates + 1
         tokens = logs.get("tokens/completion", 0.0) + logs.get("tokens/prompt", 0.0)
         gen_s = logs.get("time/generation_s", 0.0) or 0.0
         record = {
             "step": step,
+            "rollout": rollout,
             "algo": self.config.algo,
             "step_seconds": round(self.step_seconds, 3),
             "generation_tokens_per_s": logs.get("tokens/completion", 0.0) / gen_s if gen_s else 0.0,
@@ -107,7 +110,10 @@ class MetricsLogger:
         }
         with open(self.out / "metrics.jsonl", "a", encoding="utf-8") as handle:
             handle.write(json.dumps(record) + "\n")
-        positions = "/".join(f"{logs.get(f'success/pos{p}', 0.0):.2f}" for p in range(self.config.K))
+        positions = (
+            "/".join(f"{logs[f'success/pos{p}']:.2f}" for p in range(self.config.K))
+            if "success/mean" in logs else "(same)"  # later updates of one rollout
+        )
         row = (
             f"{step:>4d}", positions, f"{logs.get('advantage/solve_abs', 0.0):.3f}",
             f"{logs.get('advantage/curate_abs', 0.0):.3f}", f"{logs.get('loss', float('nan')):.4f}",
@@ -118,9 +124,9 @@ class MetricsLogger:
             self.header_printed = True
         print(" | ".join(f"{c:>11s}" for c in row), flush=True)
         if self.evaluate and self.config.eval_sequences and self.config.eval_interval and (
-            step % self.config.eval_interval == 0
+            step % (self.config.eval_interval * updates) == 0
         ):
-            self.evaluate(step)
+            self.evaluate(rollout)
 
 
 # ---------------------------------------------------------------------------------------- main
@@ -140,7 +146,7 @@ def run(config: TrainConfig) -> dict[str, Any]:
     from transformers import PrinterCallback
 
     from skillrise_gym.models import resolve_model_path
-    from skillrise_train.rollout import EVAL_SEED_OFFSET, RolloutEngine, default_splits
+    from skillrise_train.rollout import default_splits
     from skillrise_train.trainer import SkillRiseTrainer
 
     started = time.perf_counter()
@@ -167,25 +173,13 @@ def run(config: TrainConfig) -> dict[str, Any]:
     train_split = rollout.split
     trainer.remove_callback(PrinterCallback)
     evaluations: list[dict[str, Any]] = []
-    eval_engine: RolloutEngine | None = None
 
     def evaluate(step: int) -> dict[str, Any]:
-        nonlocal eval_engine
-        if eval_engine is None:  # the held-out envs: SkillRise sequences for both algos, one trial each
-            eval_engine = RolloutEngine(
-                config.env, "skillrise", config.K, 1, config.eval_sequences, eval_split, config.max_task_steps,
-                success_reward=config.success_reward, seed=config.seed, workers=config.env_workers,
-                backend_options=backend_options, generation_batch=config.generation_batch,
-            )
-        sequences = eval_engine.sequences(0, config.eval_sequences, seed_offset=EVAL_SEED_OFFSET)
-        result = eval_engine.play(eval_engine.plan(sequences, tag=f"eval{step}"), trainer.generate_completions, step)
-        success = result.position_success(config.K)
-        record = {"step": step, "split": eval_split, "sequences": config.eval_sequences,
-                  "success_by_position": success, "success": sum(success) / len(success)}
-        with open(out / "eval.jsonl", "a", encoding="utf-8") as handle:
-            handle.write(json.dumps(record) + "\n")
-        print(f"eval step {step} ({eval_split}, {config.eval_sequences} sequences): success by position "
-              + "/".join(f"{s:.2f}" for s in success), flush=True)
+        from skillrise_train.evaluate import evaluate as run_evaluation
+
+        record = run_evaluation(config, trainer.generate_completions, step, eval_split, out, backend_options)
+        print(f"eval step {step} ({eval_split}, {config.eval_sequences} sequences, via {record['runner']}): "
+              "success by position " + "/".join(f"{s:.2f}" for s in record["success_by_position"]), flush=True)
         evaluations.append(record)
         return record
 
@@ -199,13 +193,12 @@ def run(config: TrainConfig) -> dict[str, Any]:
     )
     try:
         trainer.train(resume_from_checkpoint=resume_from)
-        if config.eval_sequences and not (config.eval_interval and trainer.state.global_step % config.eval_interval == 0):
-            evaluate(trainer.state.global_step)
+        rollouts = trainer.state.global_step // config.updates_per_rollout
+        if config.eval_sequences and not (config.eval_interval and rollouts % config.eval_interval == 0):
+            evaluate(rollouts)
         trainer.save_model(str(out / "final"))
     finally:
         rollout.close()
-        if eval_engine is not None:
-            eval_engine.close()
     summary = {
         "steps": trainer.state.global_step,
         "wall_seconds": round(time.perf_counter() - started, 1),

@@ -66,7 +66,9 @@ class TrainConfig:
     lora_alpha: int = 16
     """LoRA alpha."""
     steps: int = 2
-    """Training steps (one rollout of S x G trials and one optimizer step each)."""
+    """Training steps: rollouts of S x G trials, each followed by updates_per_rollout optimizer steps."""
+    updates_per_rollout: int = 1
+    """Optimizer steps per rollout on disjoint mini-batches of its turns (PPO-style; the clip acts when > 1)."""
     grad_accum: int = 1
     """TRL micro-batches per optimizer step (rows are padded to a multiple of it); see micro_batch_tokens."""
     micro_batch_tokens: int = 1024
@@ -111,7 +113,8 @@ class TrainConfig:
             raise ValueError(f"algo must be one of {ALGOS}, got {self.algo!r}")
         if self.advantage_mode not in ADVANTAGE_MODES:
             raise ValueError(f"advantage_mode must be one of {ADVANTAGE_MODES}, got {self.advantage_mode!r}")
-        for name in ("K", "G", "S", "steps", "max_task_steps", "max_new_tokens", "grad_accum", "generation_batch"):
+        for name in ("K", "G", "S", "steps", "updates_per_rollout", "max_task_steps", "max_new_tokens", "grad_accum",
+                     "generation_batch"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be at least 1, got {getattr(self, name)}")
         if not 0.0 <= self.gamma <= 1.0:

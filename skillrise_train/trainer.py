@@ -53,12 +53,13 @@ def make_grpo_config(config: TrainConfig, **overrides: Any) -> GRPOConfig:
         warmup_steps=0,
         weight_decay=config.weight_decay,
         max_grad_norm=config.max_grad_norm,
-        max_steps=config.steps,
+        max_steps=config.steps * config.updates_per_rollout,  # TRL counts optimizer steps
         # TRL wants >= 2 generations per prompt; our rows are turns, so these only size the placeholder batches.
         num_generations=2,
         per_device_train_batch_size=2,
         gradient_accumulation_steps=config.grad_accum,
-        steps_per_generation=config.grad_accum,
+        # one rollout feeds updates_per_rollout optimizer steps of grad_accum micro-batches each
+        steps_per_generation=config.grad_accum * config.updates_per_rollout,
         num_iterations=1,
         max_completion_length=config.max_new_tokens,
         temperature=config.temperature,
@@ -81,7 +82,7 @@ def make_grpo_config(config: TrainConfig, **overrides: Any) -> GRPOConfig:
         use_cpu=use_cpu,
         logging_steps=1,
         save_strategy="steps",
-        save_steps=max(1, config.save_interval),
+        save_steps=max(1, config.save_interval) * config.updates_per_rollout,
         save_only_model=False,
         report_to="none",
         seed=config.seed,
@@ -230,7 +231,7 @@ class SkillRiseTrainer(GRPOTrainer):
 
     # ------------------------------------------------------------------ rollout -> rows
     def _generate_and_score_completions(self, inputs: list[dict[str, Any]]) -> dict[str, Any]:
-        step = self.state.global_step
+        step = self.state.global_step // self.config.updates_per_rollout  # the rollout's index
         sequences = self.rollout.sequences(step, self.config.S)
         plans = self.rollout.plan(sequences, tag=f"step{step}")
         result = self.rollout.play(plans, self.generate_completions, step=step)
@@ -247,9 +248,28 @@ class SkillRiseTrainer(GRPOTrainer):
             for sample, ret, adv in zip(result.samples, returns, advantages):
                 sample.turn.extra.update({"return": float(ret), "advantage": float(adv), "algo": self.config.algo})
             write_jsonl(f"{self.args.output_dir}/turns.jsonl", [s.turn for s in result.samples])
-        return self.rows_to_batch(
+        batch = self.rows_to_batch(
             [s.prompt_ids for s in result.samples], [s.completion_ids for s in result.samples], advantages
         )
+        if self.args.gradient_accumulation_steps % self.args.steps_per_generation != 0:
+            # later mini-batches are updated by a policy that already moved: keep the sampling policy's
+            # log-probs so TRL's ratio (and its clip) compare against them
+            batch["old_per_token_logps"] = self.old_log_probs(batch)
+        return batch
+
+    @torch.no_grad()
+    def old_log_probs(self, batch: dict[str, Any]) -> torch.Tensor:
+        """Log-probs of the completion tokens under the current policy, in token-budget micro-batches."""
+        width = batch["completion_ids"].size(1)
+        old = torch.zeros(batch["completion_ids"].shape, dtype=torch.float32, device=batch["completion_ids"].device)
+        for rows in self.pack_rows(batch):
+            prompt_mask = batch["prompt_mask"][rows]
+            first = int(prompt_mask.any(dim=0).nonzero()[0])
+            ids = torch.cat([batch["prompt_ids"][rows][:, first:], batch["completion_ids"][rows]], dim=1)
+            mask = torch.cat([prompt_mask[:, first:], batch["completion_mask"][rows]], dim=1)
+            logps, _, _ = self._get_per_token_logps_and_entropies(self.model, ids, mask, width)
+            old[rows] = logps.float()
+        return old
 
     def rows_to_batch(self, prompt_ids: list[list[int]], completion_ids: list[list[int]], advantages) -> dict[str, Any]:
         """Left-padded prompts, right-padded completions, one advantage per row; padded with empty rows."""

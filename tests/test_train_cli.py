@@ -191,3 +191,15 @@ def test_one_full_step_on_scienceworld(tmp_path):
         pytest.skip("ScienceWorld needs Java")
     turns = _one_step("scienceworld", tmp_path)
     assert {t["benchmark"] for t in turns} == {"scienceworld"}
+
+
+def test_several_updates_per_rollout_use_the_sampling_policy_as_old_policy(tmp_path):
+    out = tmp_path / "run"
+    assert main(["--env", "toy", *TINY, "--steps", "2", "--updates-per-rollout", "2", "--max-task-steps", "2",
+                 "--G", "2", "--lr", "0.05", "--no-lora", "--output-dir", str(out)]) == 0
+    metrics = _lines(out / "metrics.jsonl")
+    assert [(m["step"], m["rollout"]) for m in metrics] == [(1, 1), (2, 1), (3, 2), (4, 2)]
+    assert {t["extra"]["step"] for t in _lines(out / "turns.jsonl")} == {0, 1}  # two rollouts, not four
+    # the second update of a rollout sees a moved policy: the ratio leaves 1 and the clip engages
+    assert max(m["clip_ratio/region_mean"] for m in metrics) > 0
+    assert (out / "checkpoint-2").is_dir() and (out / "checkpoint-4").is_dir()

@@ -1,0 +1,86 @@
+"""Held-out evaluation during training, through the bench runner (`skillrise_gym.bench`).
+
+The policy being trained is wrapped as a bench `Agent` whose `act` is the trainer's own batched generation
+(TRL's path: HF generate, or vLLM on GPUs), so an evaluation is an ordinary bench run: the same pinned
+sequences every time (the bench draws them from its seed), turns and a summary with bootstrap CIs in
+``<output_dir>/eval/step-N/``. Envs the bench does not know (test-only backends) fall back to playing the
+held-out sequences with the trainer's own rollout engine.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+from skillrise_gym.agents.base import Agent, AgentOutput
+from skillrise_train.config import TrainConfig
+from skillrise_train.rollout import EVAL_SEED_OFFSET, Completion, RolloutEngine
+
+
+class PolicyAgent(Agent):
+    """The policy under training as a bench agent."""
+
+    name = "skillrise-train"
+
+    def __init__(self, generate: Callable[[list[str]], list[Completion]], batch_size: int, identity: dict[str, Any]):
+        self.generate = generate
+        self.batch_size = batch_size
+        self.identity = identity
+
+    def act(self, observations: Sequence[dict[str, Any]], infos: Sequence[dict[str, Any]] | None = None) -> list[AgentOutput]:
+        started = time.perf_counter()
+        completions = self.generate([str(o["prompt"]) for o in observations])
+        share = (time.perf_counter() - started) / max(1, len(completions))
+        return [
+            AgentOutput(c.text, prompt_tokens=len(c.prompt_ids), completion_tokens=len(c.completion_ids),
+                        latency_s=share, extra={"prompt_truncated": c.prompt_truncated})
+            for c in completions
+        ]
+
+    def describe(self) -> dict[str, Any]:
+        return {"name": self.name, **self.identity}
+
+
+def evaluate(
+    config: TrainConfig, generate: Callable[[list[str]], list[Completion]], step: int, split: str,
+    out: Path, backend_options: dict[str, Any],
+) -> dict[str, Any]:
+    """Play `config.eval_sequences` held-out K-task sequences (one trial each); returns success by position."""
+    from skillrise_gym.bench.runner import ENVS, BenchConfig, run_bench
+
+    if config.env in ENVS:
+        agent = PolicyAgent(generate, config.generation_batch,
+                            {"model": config.model, "algo": config.algo, "output_dir": str(out), "step": step})
+        bench = BenchConfig(
+            env=config.env, out=str(out / "eval" / f"step-{step}"), K=[config.K], mode="cross",
+            num_sequences=config.eval_sequences, split=split, seed=config.seed + EVAL_SEED_OFFSET,
+            workers=config.env_workers, parallel=max(1, min(config.eval_sequences, config.generation_batch)),
+            max_task_steps=config.max_task_steps, backend_options=dict(backend_options), progress=False,
+            plots=False,
+        )
+        outcome = run_bench(bench, agent)
+        block = outcome.summary["blocks"][0]
+        success = [float(p["mean"]) for p in block.get("success_by_position", [])]
+        runner = "bench"
+    else:
+        engine = RolloutEngine(
+            config.env, "skillrise", config.K, 1, config.eval_sequences, split, config.max_task_steps,
+            success_reward=config.success_reward, seed=config.seed, workers=config.env_workers,
+            backend_options=backend_options, generation_batch=config.generation_batch,
+        )
+        try:
+            sequences = engine.sequences(0, config.eval_sequences, seed_offset=EVAL_SEED_OFFSET)
+            result = engine.play(engine.plan(sequences, tag=f"eval{step}"), generate, step)
+        finally:
+            engine.close()
+        success = result.position_success(config.K)
+        runner = "rollout"
+    record = {
+        "step": step, "split": split, "sequences": config.eval_sequences, "runner": runner,
+        "success_by_position": success, "success": sum(success) / len(success) if success else 0.0,
+    }
+    with open(out / "eval.jsonl", "a", encoding="utf-8") as handle:
+        handle.write(json.dumps(record) + "\n")
+    return record
