@@ -219,7 +219,7 @@ def test_stepping_without_a_task(backend):
 
 def test_difficulty_uses_cached_gold_lengths(tmp_path, monkeypatch):
     monkeypatch.setenv("SKILLRISE_CACHE", str(tmp_path))
-    with ScienceWorldBackend(tasks=["lifespan-shortest-lived"]) as b:
+    with ScienceWorldBackend(tasks=["lifespan-shortest-lived"], difficulty="cached") as b:
         tasks = b.list_tasks("dev")
         # fallback: the task's typical gold length, plus variation/10000 to keep variation order
         assert [t.difficulty for t in tasks] == [4 + t.payload["variation"] / 10000 for t in tasks]

@@ -78,8 +78,10 @@ class ScienceWorldBackend(Backend):
     simplifications: comma-separated engine simplifications, default "easy" (all of them, as the reference).
     family: "task" (default: each of the 30 tasks is a family) or "topic" (the 10 topics of tasks.json).
     tasks: restrict to these task names (default: all 30).
-    difficulty: "cached" (default: gold path length where cached on disk, else the per-task fallback),
-        "gold" (compute missing gold paths in `list_tasks`: slow, 0.1-9 s per variation), "fallback".
+    difficulty: "fallback" (default: the task's typical gold length + variation/10000, the same on every
+        machine, so a seed draws the same sequences everywhere), "cached" (gold path length where cached on
+        disk, else the fallback: orders change as the cache fills), "gold" (compute missing gold paths in
+        `list_tasks`: slow, 0.1-9 s per variation).
     max_heap: JVM -Xmx value (default "1g"; None for the JVM default, which grows to several GB).
     deterministic: start the JVM with -XX:hashCode=2 (default True; see module docstring).
     jvm_options: extra JVM options.
@@ -99,7 +101,7 @@ class ScienceWorldBackend(Backend):
         simplifications: str = "easy",
         family: str = "task",
         tasks: Sequence[str] | None = None,
-        difficulty: str = "cached",
+        difficulty: str = "fallback",
         max_heap: str | None = "1g",
         deterministic: bool = True,
         jvm_options: Sequence[str] = (),
