@@ -58,6 +58,10 @@ def test_one_full_step_on_toy_writes_metrics_turns_and_checkpoint(tmp_path, caps
     assert (out / "checkpoint-1").is_dir() and (out / "final").is_dir()
     (evaluation,) = _lines(out / "eval.jsonl")
     assert evaluation["split"] == "test" and len(evaluation["success_by_position"]) == 2
+    # the evaluation is a bench run of the policy on held-out sequences
+    assert evaluation["runner"] == "bench"
+    summary = json.loads((out / "eval" / "step-1" / "summary.json").read_text())
+    assert summary["split"] == "test" and summary["agent"]["name"] == "skillrise-train" and summary["finished"] == 1
 
 
 def test_grpo_baseline_attempts_the_same_tasks_without_document_or_curate(tmp_path):
