@@ -20,7 +20,7 @@ from __future__ import annotations
 import time
 import zlib
 from collections import defaultdict
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
 from skillrise_gym.backends import backend_class
