@@ -24,7 +24,7 @@ task as a failure tagged ``info["engine_error"]``; the sequence goes on.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Any
 
 import gymnasium as gym
 import numpy as np

@@ -12,6 +12,11 @@ from pathlib import Path
 
 import pytest
 
+try:
+    import psutil
+except ImportError:  # only the ScienceWorld extra brings it; without it no JVM can have been started
+    psutil = None
+
 SHARED_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 
 
@@ -34,3 +39,31 @@ def _isolated_cache(tmp_path_factory):
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("SKILLRISE_CACHE", str(tmp_path_factory.getbasetemp() / "skillrise-cache"))
         yield
+
+
+def alfworld_data() -> Path:
+    """$ALFWORLD_DATA when it holds game files (CI), else ../shared/data/alfworld. (Importing alfworld sets
+    $ALFWORLD_DATA to ~/.cache/alfworld, usually empty, so an unusable value falls back.)"""
+    fallback = SHARED_DATA / "alfworld"
+    env = os.environ.get("ALFWORLD_DATA")
+    if env:
+        path = Path(env)
+        if path.is_file() or (path / "json_2.1.1").is_dir() or any(path.glob("*.tar.xz")) or not fallback.exists():
+            return path
+    return fallback
+
+
+def java_children() -> list:
+    """JVMs started by this process or its workers."""
+    if psutil is None:
+        return []
+    return [p for p in psutil.Process().children(recursive=True) if "java" in p.name().lower()]
+
+
+@pytest.fixture(scope="module", autouse=True)
+def no_jvm_left_after_module():
+    """Every test module must end the JVMs it started (ScienceWorld envs, bench and trainer workers)."""
+    yield
+    if psutil is not None:
+        _gone, alive = psutil.wait_procs(java_children(), timeout=10)
+        assert not alive, f"JVMs left running: {[p.pid for p in alive]}"

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import need_data
+from conftest import alfworld_data, need_data
 
 if importlib.util.find_spec("alfworld") is None:  # not importorskip: importing alfworld sets $ALFWORLD_DATA
     if os.environ.get("SKILLRISE_REQUIRE_DATA") == "1":
@@ -30,32 +30,16 @@ from skillrise_gym.backends.alfworld.stock import Frame, stock_play  # noqa: E40
 from skillrise_gym.backends.base import EngineError  # noqa: E402
 
 
-def _alfworld_data() -> Path:
-    """$ALFWORLD_DATA when it holds game files (CI), else ../shared/data/alfworld. (Importing alfworld sets
-    $ALFWORLD_DATA to ~/.cache/alfworld, usually empty, so an unusable value falls back.)"""
-    fallback = Path(__file__).resolve().parents[2] / "shared" / "data" / "alfworld"
-    env = os.environ.get("ALFWORLD_DATA")
-    if env:
-        path = Path(env)
-        if path.is_file() or (path / "json_2.1.1").is_dir() or any(path.glob("*.tar.xz")) or not fallback.exists():
-            return path
-    return fallback
-
-
-DATA = _alfworld_data()
+DATA = alfworld_data()
 SPLIT = "eval_in_distribution"
 GARBAGE = ["", "xyzzy", "go to the moon", "take everything", "é✓ 🥔", "go to desk 1" * 50, "put potato in sink"]
 
 
 @pytest.fixture(scope="module")
-def cache_root(tmp_path_factory):
-    """The session's cache root (as conftest's per-test fixture sets it), also for module fixtures."""
+def cache_root():
+    """The session's cache root (conftest sets it before any module fixture runs)."""
     need_data(DATA, "ALFWorld game files ($ALFWORLD_DATA)")
-    mp = pytest.MonkeyPatch()
-    if not os.environ.get("SKILLRISE_CACHE_PINNED"):
-        mp.setenv("SKILLRISE_CACHE", str(tmp_path_factory.getbasetemp() / "skillrise-cache"))
-    yield Path(os.environ["SKILLRISE_CACHE"])
-    mp.undo()
+    return Path(os.environ["SKILLRISE_CACHE"])
 
 
 @pytest.fixture(scope="module")

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import shutil
 import subprocess
 import sys
@@ -16,38 +15,20 @@ from pathlib import Path
 
 import pytest
 
-from conftest import need_data
+from conftest import alfworld_data, need_data
 from skillrise_gym.backends.alfworld import data as alfdata
 from skillrise_gym.backends.alfworld.data import TaskDirInfo
 from skillrise_gym.backends.base import DataNotFoundError
 
 
-def _alfworld_data() -> Path:
-    """$ALFWORLD_DATA when it holds game files (CI), else ../shared/data/alfworld. (Importing alfworld sets
-    $ALFWORLD_DATA to ~/.cache/alfworld, usually empty, so an unusable value falls back.)"""
-    fallback = Path(__file__).resolve().parents[2] / "shared" / "data" / "alfworld"
-    env = os.environ.get("ALFWORLD_DATA")
-    if env:
-        path = Path(env)
-        if path.is_file() or (path / "json_2.1.1").is_dir() or any(path.glob("*.tar.xz")) or not fallback.exists():
-            return path
-    return fallback
-
-
-DATA = _alfworld_data()
+DATA = alfworld_data()
 
 
 @pytest.fixture(scope="module")
-def root(tmp_path_factory):
+def root():
     """The extracted json_2.1.1 folder (extracted once per cache)."""
     need_data(DATA, "ALFWorld game files ($ALFWORLD_DATA)")
-    mp = pytest.MonkeyPatch()
-    if not os.environ.get("SKILLRISE_CACHE_PINNED"):  # same root as conftest's per-test fixture
-        mp.setenv("SKILLRISE_CACHE", str(tmp_path_factory.getbasetemp() / "skillrise-cache"))
-    try:
-        yield alfdata.resolve_data_root(DATA)
-    finally:
-        mp.undo()
+    return alfdata.resolve_data_root(DATA)
 
 
 # --------------------------------------------------------------------------- folder names (no data needed)

@@ -11,7 +11,7 @@ import gymnasium as gym
 import pytest
 from gymnasium.utils.env_checker import check_env
 
-from conftest import need_data
+from conftest import alfworld_data, need_data
 
 if importlib.util.find_spec("alfworld") is None:  # not importorskip: importing alfworld sets $ALFWORLD_DATA
     if os.environ.get("SKILLRISE_REQUIRE_DATA") == "1":
@@ -27,29 +27,13 @@ ENV_ID = "SkillRise-ALFWorld-v0"
 SPLIT = "eval_in_distribution"
 
 
-def _alfworld_data() -> Path:
-    """$ALFWORLD_DATA when it holds game files (CI), else ../shared/data/alfworld. (Importing alfworld sets
-    $ALFWORLD_DATA to ~/.cache/alfworld, usually empty, so an unusable value falls back.)"""
-    fallback = Path(__file__).resolve().parents[2] / "shared" / "data" / "alfworld"
-    env = os.environ.get("ALFWORLD_DATA")
-    if env:
-        path = Path(env)
-        if path.is_file() or (path / "json_2.1.1").is_dir() or any(path.glob("*.tar.xz")) or not fallback.exists():
-            return path
-    return fallback
-
-
-DATA = _alfworld_data()
+DATA = alfworld_data()
 
 
 @pytest.fixture(scope="module")
-def cache_root(tmp_path_factory):
+def cache_root():
     need_data(DATA, "ALFWorld game files ($ALFWORLD_DATA)")
-    mp = pytest.MonkeyPatch()
-    if not os.environ.get("SKILLRISE_CACHE_PINNED"):  # the session root conftest's per-test fixture uses
-        mp.setenv("SKILLRISE_CACHE", str(tmp_path_factory.getbasetemp() / "skillrise-cache"))
-    yield Path(os.environ["SKILLRISE_CACHE"])
-    mp.undo()
+    return Path(os.environ["SKILLRISE_CACHE"])
 
 
 @pytest.fixture(scope="module")

@@ -1,7 +1,6 @@
 """SequenceEnv's phase machine, tags, spaces and bad inputs, on the toy backend (no engine needed here)."""
 
 import gymnasium as gym
-import numpy as np
 import pytest
 from gymnasium.utils.env_checker import check_env
 

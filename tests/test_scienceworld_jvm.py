@@ -21,16 +21,6 @@ from skillrise_gym.backends.scienceworld import ScienceWorldBackend  # noqa: E40
 from skillrise_gym.tasks import Task  # noqa: E402
 
 
-def java_children() -> list[psutil.Process]:
-    return [p for p in psutil.Process().children(recursive=True) if "java" in p.name().lower()]
-
-
-@pytest.fixture(scope="module", autouse=True)
-def no_jvm_left_after_module():
-    yield
-    gone, alive = psutil.wait_procs(java_children(), timeout=10)
-    assert not alive, f"JVMs left running: {[p.pid for p in alive]}"
-
 
 def wait_gone(pid: int, timeout: float = 10.0) -> bool:
     deadline = time.monotonic() + timeout

@@ -56,7 +56,7 @@ def test_ranking_prefers_rarer_terms_and_more_matches():
 
 
 def test_ties_break_by_document_order_and_top_k_is_respected():
-    products = [doc(f"identical widget") for _ in range(80)]
+    products = [doc("identical widget") for _ in range(80)]
     engine = SearchEngine(products)
     assert engine.search("widget") == list(range(50))
     assert engine.search("widget", k=5) == [0, 1, 2, 3, 4]
