@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping
 
 from skillrise_gym.backends.base import SkillRiseError
+from skillrise_gym.paths import atomic_write
 from skillrise_gym.records import Turn
 
 TOOL = "skillrise-bench"
@@ -66,8 +67,8 @@ class RunStore:
             self._load_results()
             self._repair_turns()
         else:
-            _atomic_write(manifest_path, json.dumps({"tool": TOOL, "store_version": STORE_VERSION,
-                                                      "identity": self.identity}, indent=2) + "\n")
+            atomic_write(manifest_path, json.dumps({"tool": TOOL, "store_version": STORE_VERSION,
+                                                      "identity": self.identity}, indent=2) + "\n", fsync=True)
         return self
 
     def _prepare_dir(self) -> None:
@@ -130,7 +131,7 @@ class RunStore:
             self.results.setdefault(key, data)  # a duplicate line (never written by us) is ignored
         if dropped:
             self.repaired["results_dropped"] = dropped
-            _atomic_write(path, "".join(json.dumps(d, ensure_ascii=False) + "\n" for d in good))
+            atomic_write(path, "".join(json.dumps(d, ensure_ascii=False) + "\n" for d in good), fsync=True)
 
     def _repair_turns(self) -> None:
         path = self.dir / TURNS
@@ -142,7 +143,7 @@ class RunStore:
         dropped = torn + len(good) - len(kept)
         if dropped:
             self.repaired["turns_dropped"] = dropped
-            _atomic_write(path, "".join(json.dumps(d, ensure_ascii=False) + "\n" for d in kept))
+            atomic_write(path, "".join(json.dumps(d, ensure_ascii=False) + "\n" for d in kept), fsync=True)
 
     # ----------------------------------------------------------------- writing
     def is_done(self, K: int, index: int) -> bool:
@@ -159,7 +160,7 @@ class RunStore:
 
     def write_text(self, name: str, text: str) -> Path:
         path = self.dir / name
-        _atomic_write(path, text)
+        atomic_write(path, text, fsync=True)
         return path
 
     def close(self) -> None:
@@ -214,10 +215,3 @@ def _append(path: Path, text: str) -> None:
         os.close(fd)
 
 
-def _atomic_write(path: Path, text: str) -> None:
-    tmp = path.with_name(f".{path.name}.tmp")
-    with open(tmp, "w", encoding="utf-8") as handle:
-        handle.write(text)
-        handle.flush()
-        os.fsync(handle.fileno())
-    os.replace(tmp, path)

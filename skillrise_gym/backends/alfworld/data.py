@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from skillrise_gym.backends.base import DataNotFoundError
-from skillrise_gym.paths import cache_dir
+from skillrise_gym.paths import atomic_write, cache_dir, sha256_file
 
 DATA_VERSION = "json_2.1.1"
 ARCHIVE_NAME = f"{DATA_VERSION}.tar.xz"
@@ -94,13 +94,6 @@ def resolve_data_root(data_dir: str | os.PathLike | None = None, extract: bool =
     raise DataNotFoundError(f"ALFWorld game files not found: {given} {where}. {HOW_TO_GET}")
 
 
-def _file_digest(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
 
 @contextmanager
 def _file_lock(path: Path) -> Iterator[None]:
@@ -116,7 +109,7 @@ def _file_lock(path: Path) -> Iterator[None]:
 
 def extracted_location(archive: str | os.PathLike) -> Path:
     """Where `extract_archive` puts (or has put) this archive's contents: keyed by its sha256."""
-    return cache_dir("alfworld", "data") / _file_digest(Path(archive))[:16]
+    return cache_dir("alfworld", "data") / sha256_file(archive)[:16]
 
 
 def extract_archive(archive: str | os.PathLike) -> Path:
@@ -254,17 +247,6 @@ def build_index(folder: Path) -> dict[str, Any]:
     return {"format": INDEX_FORMAT, "folder": str(folder.resolve()), "games": entries, "skipped": skipped}
 
 
-def _write_atomic(path: Path, data: bytes) -> None:
-    """Write via a temporary file in the same folder and rename: readers never see a partial file."""
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
 
 def load_index(folder: Path, use_cache: bool = True) -> dict[str, Any]:
     """The split's index, from the on-disk cache when no game file changed; warns about skipped games."""
@@ -279,7 +261,7 @@ def load_index(folder: Path, use_cache: bool = True) -> dict[str, Any]:
     if index is None:
         index = build_index(folder)
         if use_cache:
-            _write_atomic(cache_file, json.dumps(index).encode())
+            atomic_write(cache_file, json.dumps(index))
     if index["skipped"]:
         examples = "; ".join(f"{s['id']}: {s['reason']}" for s in index["skipped"][:3])
         warnings.warn(

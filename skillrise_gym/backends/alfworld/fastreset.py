@@ -27,12 +27,13 @@ import hashlib
 import os
 import pickle
 import sys
-import tempfile
 import zlib
 from collections import OrderedDict
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Callable, Iterator
+
+from skillrise_gym.paths import atomic_write
 
 #: bump when the stored format or what is stored changes
 CACHE_FORMAT = "alfworld-reset-cache-1"
@@ -99,13 +100,10 @@ class TranslationCache:
         self._remember(key, blob)
         path = self._path(key)
         path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=".tmp-", dir=path.parent)
         try:
-            with os.fdopen(fd, "wb") as f:
-                f.write(zlib.compress(blob, 1))
-            os.replace(tmp, path)
+            atomic_write(path, zlib.compress(blob, 1))
         except OSError:
-            Path(tmp).unlink(missing_ok=True)  # a full disk costs speed, never correctness
+            pass  # a full disk costs speed, never correctness
 
     def get_or_compute(self, kind: str, parts: tuple[str | bool, ...], compute: Callable[[], Any]) -> Any:
         key = self.key(kind, *parts)

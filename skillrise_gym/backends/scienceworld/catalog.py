@@ -13,12 +13,11 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from skillrise_gym.paths import cache_dir
+from skillrise_gym.paths import atomic_write, cache_dir
 
 SPLITS = ("train", "dev", "test")
 
@@ -95,20 +94,6 @@ def check_task_name(name: str) -> str:
     return name
 
 
-def _write_json_atomic(path: Path, data: Any) -> None:
-    """Write JSON so that concurrent readers (other worker processes) never see a partial file."""
-    fd, tmp = tempfile.mkstemp(prefix=path.name, suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            json.dump(data, handle, sort_keys=True)
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.remove(tmp)
-        except OSError:
-            pass
-        raise
-
 
 # ---------------------------------------------------------------------------------------------- splits
 def splits_cache_path() -> Path:
@@ -128,7 +113,7 @@ def load_cached_splits() -> dict[str, dict[str, list[int]]] | None:
 
 
 def save_splits(data: dict[str, dict[str, list[int]]]) -> None:
-    _write_json_atomic(splits_cache_path(), data)
+    atomic_write(splits_cache_path(), json.dumps(data, sort_keys=True))
 
 
 # ---------------------------------------------------------------------------------------------- gold paths
@@ -157,7 +142,7 @@ def read_gold(simplifications: str, deterministic: bool, task_name: str, variati
 
 def write_gold(simplifications: str, deterministic: bool, task_name: str, variation: int, actions: list[str]) -> None:
     path = _gold_path(simplifications, deterministic, task_name, variation)
-    _write_json_atomic(path, {"task_name": task_name, "variation": variation, "actions": list(actions)})
+    atomic_write(path, json.dumps({"task_name": task_name, "variation": variation, "actions": list(actions)}, sort_keys=True))
 
 
 def cached_gold_lengths(simplifications: str, deterministic: bool) -> dict[tuple[str, int], int]:

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from skillrise_gym.backends.base import SkillRiseError
-from skillrise_gym.paths import cache_dir
+from skillrise_gym.paths import cache_dir, sha256_file
 
 log = logging.getLogger(__name__)
 
@@ -44,13 +44,6 @@ class DataIntegrityError(SkillRiseError, ValueError):
     """A data file is present but is not the expected file (wrong size or hash, truncated, corrupt)."""
 
 
-def sha256_of(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for chunk in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
-
 
 def verify_file(path: Path) -> None:
     """Check an upstream file's size, then its SHA-256; raise DataIntegrityError naming file and expected hash."""
@@ -61,7 +54,7 @@ def verify_file(path: Path) -> None:
             f"{path} has {actual_size} bytes, expected {size} (sha256 {expected}); the file is truncated or "
             f"not the upstream WebShop file. Re-download it (see `skillrise-data webshop`)."
         )
-    actual = sha256_of(path)
+    actual = sha256_file(path)
     if actual != expected:
         raise DataIntegrityError(f"{path} has sha256 {actual}, expected {expected}; re-download the upstream file.")
 

@@ -11,7 +11,8 @@ import argparse
 import os
 from pathlib import Path
 
-from skillrise_gym.backends.webshop.catalog import UPSTREAM_FILES, sha256_of
+from skillrise_gym.backends.webshop.catalog import UPSTREAM_FILES
+from skillrise_gym.paths import sha256_file
 
 HOW_TO_GET = """\
 The upstream WebShop "small" catalog is three JSON files, distributed by princeton-nlp/WebShop
@@ -53,7 +54,7 @@ def verify(folder: Path) -> int:
             print(f"BAD      {name}: {actual_size} bytes, expected {size} (sha256 {digest})")
             status = 1
             continue
-        actual = sha256_of(path)
+        actual = sha256_file(path)
         if actual != digest:
             print(f"BAD      {name}: sha256 {actual}, expected {digest}")
             status = 1
