@@ -67,3 +67,28 @@ def no_jvm_left_after_module():
     if psutil is not None:
         _gone, alive = psutil.wait_procs(java_children(), timeout=10)
         assert not alive, f"JVMs left running: {[p.pid for p in alive]}"
+
+
+# ----------------------------------------------------------------- a loopback chat endpoint (agent and bench tests)
+@pytest.fixture(scope="module")
+def tiny_model_dir(tmp_path_factory) -> str:
+    from skillrise_gym.models import build_tiny_model
+
+    return build_tiny_model(tmp_path_factory.mktemp("tiny-model"))
+
+
+@pytest.fixture(scope="module")
+def chat_server(tiny_model_dir):
+    from chat_server import ChatServer
+
+    server = ChatServer(tiny_model_dir).start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def server(chat_server):
+    """The module's chat server with its faults cleared before and after the test."""
+    chat_server.reset()
+    yield chat_server
+    chat_server.reset()

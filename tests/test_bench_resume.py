@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 
 import pytest
-from test_agents_openai import SECRET, chat_server, free_port, server, tiny_model_dir  # noqa: F401  (fixtures)
+from chat_server import SECRET, free_port
 from test_bench_runner import assert_consistent, results
 
 from skillrise_gym.bench.cli import main

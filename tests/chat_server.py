@@ -1,0 +1,156 @@
+"""A loopback OpenAI-compatible chat server in front of a tiny model built offline, for the agent and bench tests.
+
+`ChatServer` is a stdlib `ThreadingHTTPServer` on 127.0.0.1, port 0, serving ``/v1/chat/completions`` from a
+2-layer model. Faults are queued per request (500, 429, a sleep past the client's timeout, malformed JSON,
+empty content, 401) or made permanent, and the server can hold requests after the n-th one (to kill a
+client mid-run). Every wait is bounded. The fixtures `chat_server` and `server` (conftest) start one.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import threading
+import time
+from collections import deque
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+SECRET = "sk-test-secret-0123456789"
+MAX_NEW_TOKENS = 8  # the server's cap on generated tokens per request
+HOLD_LIMIT_S = 60.0
+
+
+class ChatServer:
+    """An OpenAI-compatible chat endpoint in front of a real (tiny) causal LM."""
+
+    def __init__(self, model_dir: str | Path) -> None:
+        from skillrise_gym.models import load_model_and_tokenizer
+
+        self.model, self.tokenizer = load_model_and_tokenizer(str(model_dir))
+        self.faults: deque[str] = deque()  # one fault per coming request
+        self.always: str | None = None  # a fault for every request
+        self.slow_s = 1.5
+        self.hold_after: int | None = None  # requests beyond this many wait for `release`
+        self.fail_after: int | None = None  # requests beyond this many get HTTP 500
+        self.release = threading.Event()
+        self.requests: list[dict] = []
+        self.auth: list[str | None] = []
+        self._lock = threading.Lock()
+        self._generate_lock = threading.Lock()
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args):  # keep test output quiet
+                pass
+
+            def do_POST(self):
+                server.handle(self)
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.httpd.daemon_threads = True
+        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
+
+    def start(self) -> "ChatServer":
+        import torch
+
+        # one thread: a tiny model on a shared machine is ~10x faster than with contended threads
+        self._threads = torch.get_num_threads()
+        torch.set_num_threads(1)
+        self.thread.start()
+        return self
+
+    def stop(self) -> None:
+        self.release.set()
+        self.httpd.shutdown()
+        self.httpd.server_close()
+        self.thread.join(timeout=10)
+        import torch
+
+        torch.set_num_threads(self._threads)
+
+    def reset(self) -> None:
+        with self._lock:
+            self.faults.clear()
+            self.always, self.hold_after, self.fail_after = None, None, None
+            self.release.clear()
+            self.requests.clear()
+            self.auth.clear()
+
+    def generate(self, prompt: str, max_new_tokens: int = MAX_NEW_TOKENS) -> tuple[str, int, int, str]:
+        """The model's greedy completion of one user message: (text, prompt tokens, completion tokens, finish)."""
+        import torch
+
+        text = self.tokenizer.apply_chat_template([{"role": "user", "content": prompt}], tokenize=False,
+                                                  add_generation_prompt=True)
+        ids = self.tokenizer(text, return_tensors="pt", add_special_tokens=False)
+        with self._generate_lock, torch.inference_mode():
+            out = self.model.generate(**ids, max_new_tokens=max_new_tokens, do_sample=False,
+                                      pad_token_id=self.tokenizer.pad_token_id)
+        new = out[0, ids["input_ids"].shape[1]:].tolist()
+        eos = self.tokenizer.eos_token_id
+        finish = "stop" if eos in new else "length"
+        if eos in new:
+            new = new[: new.index(eos)]
+        return self.tokenizer.decode(new, skip_special_tokens=True), ids["input_ids"].shape[1], len(new), finish
+
+    def handle(self, handler: BaseHTTPRequestHandler) -> None:
+        length = int(handler.headers.get("Content-Length") or 0)
+        body = json.loads(handler.rfile.read(length) or b"{}")
+        with self._lock:
+            self.requests.append(body)
+            self.auth.append(handler.headers.get("Authorization"))
+            number = len(self.requests)
+            fault = self.faults.popleft() if self.faults else self.always
+            if self.fail_after is not None and number > self.fail_after:
+                fault = "500"
+            hold = self.hold_after is not None and number > self.hold_after
+        if hold:
+            self.release.wait(HOLD_LIMIT_S)
+        if handler.path.rstrip("/") != "/v1/chat/completions":
+            return self._send(handler, 404, b'{"error": {"message": "not found"}}')
+        if fault == "500":
+            return self._send(handler, 500, b'{"error": {"message": "internal error"}}')
+        if fault == "429":
+            return self._send(handler, 429, b'{"error": {"message": "rate limited"}}', {"Retry-After": "0"})
+        if fault == "401":
+            return self._send(handler, 401, b'{"error": {"message": "invalid api key"}}')
+        if fault == "slow":
+            time.sleep(self.slow_s)
+        if fault == "malformed":
+            return self._send(handler, 200, b'{"choices": [{"message": {"content": "trunc')
+        prompt = body["messages"][-1]["content"]
+        text, prompt_tokens, completion_tokens, finish = self.generate(prompt, min(int(body.get("max_tokens", 8)), MAX_NEW_TOKENS))
+        if fault == "empty":
+            text, completion_tokens = "", 0
+        reply = {
+            "id": f"chatcmpl-{number}", "object": "chat.completion", "model": body.get("model"),
+            "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": finish}],
+            "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
+                      "total_tokens": prompt_tokens + completion_tokens},
+        }
+        self._send(handler, 200, json.dumps(reply).encode())
+
+    @staticmethod
+    def _send(handler, status: int, payload: bytes, headers: dict | None = None) -> None:
+        try:
+            handler.send_response(status)
+            handler.send_header("Content-Type", "application/json")
+            handler.send_header("Content-Length", str(len(payload)))
+            for key, value in (headers or {}).items():
+                handler.send_header(key, value)
+            handler.end_headers()
+            handler.wfile.write(payload)
+        except (BrokenPipeError, ConnectionResetError):
+            pass  # the client gave up (timeout test)
+
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
