@@ -53,6 +53,13 @@ def alfworld_data() -> Path:
     return fallback
 
 
+@pytest.fixture(scope="module")
+def alfworld_cache_root() -> Path:
+    """The session's cache root (set before any module fixture runs), once ALFWorld's game files are found."""
+    need_data(alfworld_data(), "ALFWorld game files ($ALFWORLD_DATA)")
+    return Path(os.environ["SKILLRISE_CACHE"])
+
+
 def java_children() -> list:
     """JVMs started by this process or its workers."""
     if psutil is None:

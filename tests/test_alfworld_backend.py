@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import alfworld_data, need_data
+from conftest import alfworld_data
 
 if importlib.util.find_spec("alfworld") is None:  # not importorskip: importing alfworld sets $ALFWORLD_DATA
     if os.environ.get("SKILLRISE_REQUIRE_DATA") == "1":
@@ -36,14 +36,7 @@ GARBAGE = ["", "xyzzy", "go to the moon", "take everything", "é✓ 🥔", "go t
 
 
 @pytest.fixture(scope="module")
-def cache_root():
-    """The session's cache root (conftest sets it before any module fixture runs)."""
-    need_data(DATA, "ALFWorld game files ($ALFWORLD_DATA)")
-    return Path(os.environ["SKILLRISE_CACHE"])
-
-
-@pytest.fixture(scope="module")
-def backend(cache_root):
+def backend(alfworld_cache_root):
     b = ALFWorldBackend(data_dir=DATA)
     yield b
     b.close()
@@ -105,7 +98,7 @@ def test_walkthrough_expert_wins_every_task_type(backend, by_type):
             assert backend.expert_action() is None
 
 
-def test_handcoded_expert_is_admissible_and_reproducible(cache_root, by_type):
+def test_handcoded_expert_is_admissible_and_reproducible(alfworld_cache_root, by_type):
     backend = ALFWorldBackend(data_dir=DATA, expert="handcoded")
     runs = []
     for _ in range(2):
@@ -161,7 +154,7 @@ def test_garbage_commands_get_nothing_happens_and_count(backend, by_type):
     assert again is result
 
 
-def test_step_before_reset_and_foreign_task(cache_root):
+def test_step_before_reset_and_foreign_task(alfworld_cache_root):
     from skillrise_gym.tasks import Task
 
     backend = ALFWorldBackend(data_dir=DATA)
@@ -282,7 +275,7 @@ WORKER = textwrap.dedent(
 
 
 @pytest.mark.slow
-def test_worker_processes_share_the_cache_and_survive_a_killed_one(tmp_path, cache_root):
+def test_worker_processes_share_the_cache_and_survive_a_killed_one(tmp_path, alfworld_cache_root):
     """Two workers fill one cold cache at once while a third is killed mid-way; results stay identical."""
     from skillrise_gym.backends.alfworld import resolve_data_root
 
@@ -330,7 +323,7 @@ MEMORY_TOTAL_MB = 250
 
 
 @pytest.mark.slow
-def test_memory_stays_flat_over_200_resets(tmp_path, cache_root):
+def test_memory_stays_flat_over_200_resets(tmp_path, alfworld_cache_root):
     script = tmp_path / "memory.py"
     script.write_text(MEMORY)
     out = subprocess.run([sys.executable, str(script), str(DATA)], capture_output=True, text=True, timeout=900,

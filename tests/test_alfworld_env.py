@@ -5,13 +5,12 @@ from __future__ import annotations
 
 import importlib.util
 import os
-from pathlib import Path
 
 import gymnasium as gym
 import pytest
 from gymnasium.utils.env_checker import check_env
 
-from conftest import alfworld_data, need_data
+from conftest import alfworld_data
 
 if importlib.util.find_spec("alfworld") is None:  # not importorskip: importing alfworld sets $ALFWORLD_DATA
     if os.environ.get("SKILLRISE_REQUIRE_DATA") == "1":
@@ -31,18 +30,12 @@ DATA = alfworld_data()
 
 
 @pytest.fixture(scope="module")
-def cache_root():
-    need_data(DATA, "ALFWorld game files ($ALFWORLD_DATA)")
-    return Path(os.environ["SKILLRISE_CACHE"])
-
-
-@pytest.fixture(scope="module")
-def walkthrough_backend(cache_root):
+def walkthrough_backend(alfworld_cache_root):
     return ALFWorldBackend(data_dir=DATA)  # shared by this module's envs; envs sharing it are not closed
 
 
 @pytest.fixture(scope="module")
-def handcoded_backend(cache_root):
+def handcoded_backend(alfworld_cache_root):
     return ALFWorldBackend(data_dir=DATA, expert="handcoded")
 
 
@@ -136,7 +129,7 @@ def test_sequence_env_matches_the_raw_engine(walkthrough_backend):
     assert done
 
 
-def test_check_env_and_backend_options(cache_root):
+def test_check_env_and_backend_options(alfworld_cache_root):
     env = gym.make(ENV_ID, K=2, split=SPLIT, seed=0, backend_options={"data_dir": str(DATA), "family": "task_type_object"})
     check_env(env.unwrapped, skip_render_check=True)
     obs, info = env.reset(seed=1)

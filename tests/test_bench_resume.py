@@ -17,6 +17,14 @@ from test_bench_runner import assert_consistent, results
 from skillrise_gym.bench.cli import main
 
 
+def wait_until_held(server, proc, count: int) -> None:
+    """Wait (at most about 120 s) until the server has seen more than `count` requests or the run ended."""
+    for _ in range(1200):
+        if len(server.requests) > count or proc.poll() is not None:
+            return
+        time.sleep(0.1)
+
+
 def bench_args(url: str, out: Path, n: int = 4, *extra: str) -> list[str]:
     # the tiny model answers whitespace, so every solve step is an invalid, empty action: 3 steps per task
     return ["--env", "toy", "--agent", "openai", "--base-url", url, "--model", "tiny", "--K", "1", "2",
@@ -72,10 +80,7 @@ def test_killed_run_resumes_with_no_duplicate_and_no_lost_sequence(server, tmp_p
     command = [sys.executable, "-m", "skillrise_gym.bench.cli", *bench_args(server.url, out, 4)]
     proc = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     try:
-        for _ in range(1200):  # bounded: at most about 120 s
-            if len(server.requests) > 27 or proc.poll() is not None:
-                break
-            time.sleep(0.1)
+        wait_until_held(server, proc, 27)
         assert proc.poll() is None, proc.stderr.read().decode()[-2000:]
         assert len(server.requests) > 27
     finally:
@@ -104,10 +109,7 @@ def test_interrupted_run_stops_cleanly_and_resumes(server, tmp_path, signum):
     command = [sys.executable, "-m", "skillrise_gym.bench.cli", *bench_args(server.url, out, 4, "--timeout", "2")]
     proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     try:
-        for _ in range(1200):  # bounded: at most about 120 s
-            if len(server.requests) > 27 or proc.poll() is not None:
-                break
-            time.sleep(0.1)
+        wait_until_held(server, proc, 27)
         assert proc.poll() is None
         proc.send_signal(signum)
         stdout, stderr = proc.communicate(timeout=60)
