@@ -10,6 +10,12 @@ Phase machine of an episode (K tasks)::
 - CURATE: the action is the new skill document: the inside of ``<skill>...</skill>`` when present, else the
   whole text; control characters removed; cut to `skill_char_limit` characters. An empty document is kept
   as "" and shown to models as `prompts.EMPTY_SKILL_PLACEHOLDER`.
+- Carry modes (what crosses from one task to the next; `prompts.CARRY_MODES`):
+  ``skill`` (default): the CURATE turn above; ``none``: nothing (no curate turn, the document stays empty:
+  the control for test-time scaling); ``reflect``: the between-task turn (role CURATE, prompt from
+  `prompts.reflect_prompt`) writes one reflection inside ``<remark>...</remark>`` (raw text kept when the tags
+  are missing); every reflection so far is shown to later solve prompts, and ``skill_document`` holds that
+  rendered list (`prompts.render_experience`). ``info["carry"]`` names the mode on every step.
 - Reward: 1.0 on the SOLVE step that completes a task successfully, else 0.0 (curate steps: always 0).
   Credit assignment across tasks belongs to consumers (the trainer), not to the env.
 - `terminated` becomes True after the K-th task (or its curate step); `truncated` is always False: the
@@ -41,6 +47,7 @@ ROLE_SOLVE, ROLE_CURATE = 0, 1
 MAX_ACTION_CHARS = 1000
 TEXT_LIMIT = 1_000_000
 RESET_OPTIONS = ("task_ids", "family", "skill_document", "order")
+CARRY_MODES = prompts.CARRY_MODES
 
 
 @dataclass
@@ -89,6 +96,10 @@ class SequenceEnv(gym.Env):
             `admissible_by_default`; ScienceWorld's list is expensive and off by default).
         expert_in_info: put the backend expert's next action in `info["expert_action"]` on solve steps.
         max_action_chars: longest solve command sent to the engine.
+        carry: what crosses tasks: "skill" (the curated document), "none" (nothing, no curate turn) or
+            "reflect" (a list of per-task reflections, LaMer-style).
+        prompt_style: "full" (reason, then answer) or "compact" (answer only, short; for small models);
+            default: the backend's `prompt_style`.
         backend_options: keyword arguments for the backend's constructor.
     """
 
@@ -110,6 +121,8 @@ class SequenceEnv(gym.Env):
         max_action_chars: int = MAX_ACTION_CHARS,
         render_mode: str | None = None,
         backend_options: dict[str, Any] | None = None,
+        carry: str = "skill",
+        prompt_style: str | None = None,
     ) -> None:
         if isinstance(backend, Backend):
             self._backend: Backend | None = backend
@@ -132,10 +145,16 @@ class SequenceEnv(gym.Env):
         if render_mode is not None and render_mode not in self.metadata["render_modes"]:
             raise ValueError(f"unknown render_mode {render_mode!r}")
         self.benchmark = self._backend_cls.benchmark
+        self.carry = prompts.check_carry(carry, self.benchmark)
+        self.prompt_style = prompts.check_style(prompt_style or self._backend_cls.prompt_style)
+        if carry == "none" and curate_after_last:
+            raise ValueError("carry='none' has no curate turns, so curate_after_last cannot be set")
         self.K, self.split, self.mode, self.family = int(K), split, mode, family
         self.max_task_steps = int(max_task_steps or self._backend_cls.default_max_task_steps)
         self.curate_after_last = curate_after_last
         self.skill_char_limit = int(skill_char_limit)
+        # carry "reflect" shows up to K reflections of skill_char_limit characters each, plus their headers
+        document_limit = self.skill_char_limit if carry != "reflect" else self.K * (self.skill_char_limit + 200) + 100
         self.with_admissible = (
             self._backend_cls.admissible_by_default if admissible_actions is None else bool(admissible_actions)
         )
@@ -154,7 +173,7 @@ class SequenceEnv(gym.Env):
                 "num_tasks": spaces.Discrete(1, start=self.K),
                 "task": TextSpace(TEXT_LIMIT),
                 "observation": TextSpace(TEXT_LIMIT),
-                "skill_document": TextSpace(max(self.skill_char_limit, 1)),
+                "skill_document": TextSpace(max(document_limit, 1)),
                 "admissible_actions": spaces.Sequence(TextSpace(TEXT_LIMIT), stack=False),
                 "prompt": TextSpace(4 * TEXT_LIMIT),
             }
@@ -163,6 +182,7 @@ class SequenceEnv(gym.Env):
 
         self.sequence: TaskSequence | None = None
         self.skill_document = ""
+        self.reflections: list[prompts.Reflection] = []
         self.records: list[TaskRecord] = []
         self._role = ROLE_SOLVE
         self._position = 0
@@ -214,9 +234,14 @@ class SequenceEnv(gym.Env):
         document = options.get("skill_document", "")
         if not isinstance(document, str):
             raise TypeError("skill_document must be a str")
+        if document and self.carry != "skill":
+            raise ValueError(f"a starting skill_document needs carry='skill' (this env carries {self.carry!r})")
 
         self.sequence = sequence
         self.skill_document = prompts.clean_text(document)[: self.skill_char_limit]
+        self.reflections = []
+        if self.carry == "reflect":
+            self.skill_document = prompts.render_experience(self.reflections)
         self.records = []
         self._position, self._done, self._started = 0, False, True
         self._start_task(0)
@@ -327,20 +352,34 @@ class SequenceEnv(gym.Env):
                     engine_done=record.engine_done, engine_error=record.engine_error)
         if ended:
             self._end_task(record)
+            info["next_role"] = None if self._done else ROLES[self._role]
         return reward, info
 
     def _end_task(self, record: TaskRecord) -> None:
         record.ended = True
         last = record.position == self.K - 1
-        if last and not self.curate_after_last:
+        if self.carry == "none":
+            if last:
+                self._done = True
+            else:  # nothing to carry: the next task starts at once
+                self._position += 1
+                self._start_task(self._position)
+        elif last and not self.curate_after_last:
             self._done = True
         else:
             self._role = ROLE_CURATE
 
     def _curate_step(self, text: str) -> dict[str, Any]:
         record = self.records[-1]
-        parsed = prompts.parse_skill(text, self.skill_char_limit)
-        self.skill_document = parsed.document
+        if self.carry == "reflect":
+            parsed = prompts.parse_reflection(text, self.skill_char_limit)
+            self.reflections.append(
+                prompts.Reflection(record.position, record.task.family, record.success, parsed.document)
+            )
+            self.skill_document = prompts.render_experience(self.reflections)
+        else:
+            parsed = prompts.parse_skill(text, self.skill_char_limit)
+            self.skill_document = parsed.document
         info = self._tags(role=ROLE_CURATE, record=record)
         info.update(action=parsed.document, format_valid=parsed.valid, task_done=False,
                     engine_done=record.engine_done, engine_error=record.engine_error)
@@ -364,6 +403,7 @@ class SequenceEnv(gym.Env):
             "score": record.score,
             "step_index": record.steps,
             "next_role": None if self._done else ROLES[self._role],
+            "carry": self.carry,
         }
 
     def summary(self) -> dict[str, Any]:
@@ -373,6 +413,7 @@ class SequenceEnv(gym.Env):
             "sequence_id": self.sequence.id,
             "family": self.sequence.family,
             "mode": self.sequence.mode,
+            "carry": self.carry,
             "tasks": tasks,
             "success": [t["success"] for t in tasks],
         }
@@ -382,16 +423,21 @@ class SequenceEnv(gym.Env):
 
     def _prompt(self, admissible: tuple[str, ...] | None = None) -> str:
         record = self.records[-1]
+        if self._role == ROLE_CURATE and self.carry == "reflect":
+            return prompts.reflect_prompt(
+                self.benchmark, task=record.description, history=record.history, success=record.success,
+                style=self.prompt_style,
+            )
         if self._role == ROLE_CURATE:
             return prompts.curate_prompt(
                 self.benchmark, skill_document=self.skill_document, task=record.description,
-                history=record.history, success=record.success,
+                history=record.history, success=record.success, style=self.prompt_style,
             )
         admissible = self._admissible() if admissible is None else admissible
         return prompts.solve_prompt(
             self.benchmark, skill_document=self.skill_document, task=record.description,
             observation=record.observation, history=record.history, admissible_actions=admissible,
-            action_help=None if admissible else self.backend.action_help(),
+            action_help=None if admissible else self.backend.action_help(), style=self.prompt_style,
         )
 
     def _admissible(self) -> tuple[str, ...]:

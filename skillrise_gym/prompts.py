@@ -8,11 +8,24 @@ CURATE prompt: the old skill document, the task statement (the reference omits i
 curator need not guess the goal from observations), the whole trajectory of the finished task and its
 outcome, and the rules for rewriting the document; the answer goes inside ``<skill>...</skill>``.
 
+Styles (`STYLES`): ``full`` asks the model to reason, then answer inside the tags (the reference's prompts,
+for models of a billion parameters and more); ``compact`` shows the same parts in a few short lines and asks
+for the tagged answer only (small models: with a 48-token budget a 135M model that reasons first never
+reaches the tags). Backends pick their default (`Backend.prompt_style`); the env, the bench and the trainer
+can override it.
+
+Carry modes: ``skill`` (the document above), ``none`` (an always-empty document, no curate turn) and
+``reflect`` (the reference's LaMer-style baseline, spec section 2.7): after each task a REFLECT prompt asks
+for one reflection inside ``<remark>...</remark>``; later solve prompts list every earlier reflection under
+"Experience From Earlier Tasks" (`render_experience`).
+
 Parsing:
 - `parse_action`: text between the first ``<action>`` and the next ``</action>``; without the tags the
   whole stripped text is the action and the output is flagged invalid (`valid=False`).
 - `parse_skill`: text between the last ``<skill>`` and the last ``</skill>`` after it; without them the
   whole stripped text is the document, flagged invalid. The document is cut to `SKILL_CHAR_LIMIT`.
+- `parse_reflection`: text between the last ``<remark>`` and the last ``</remark>``; without them the raw
+  text is kept (as the reference), flagged invalid; cut to `SKILL_CHAR_LIMIT`.
 - Control characters (other than newline and tab) are removed from both; an empty document renders as
   `EMPTY_SKILL_PLACEHOLDER` in prompts.
 """
@@ -24,6 +37,11 @@ from dataclasses import dataclass
 from typing import Sequence
 
 SKILL_CHAR_LIMIT = 4000
+STYLES = ("full", "compact")
+CARRY_MODES = ("skill", "none", "reflect")
+NO_EXPERIENCE_PLACEHOLDER = "(No earlier experience yet.)"
+#: the empty document in compact prompts (every token counts for small models)
+COMPACT_EMPTY = "(none yet)"
 EMPTY_SKILL_PLACEHOLDER = "(The skill document is empty: no skills have been distilled yet.)"
 #: longest observation text shown in a prompt; longer ones are cut in the middle with a marker
 OBSERVATION_CHAR_LIMIT = 8000
@@ -41,6 +59,8 @@ class Profile:
     extra_curate_advice: str = ""
     history_window: int = 15
     lowercase_actions: bool = True
+    #: whether a REFLECT prompt exists for this benchmark (carry mode "reflect")
+    reflect: bool = True
 
 
 PROFILES: dict[str, Profile] = {
@@ -73,6 +93,13 @@ PROFILES: dict[str, Profile] = {
         history_window=10,
         lowercase_actions=False,
     ),
+    "rulebook": Profile(
+        agent_role="You sort items into bins by hidden rules.",
+        family_words="sorting tasks with the same hidden rules",
+        abstraction_examples='brands, sizes and colours of the item ("a large red Voltix jar") drop out; '
+        'keep the rule: "glass goes in the blue bin"',
+        history_window=3,
+    ),
     "toy": Profile(
         agent_role="You are an agent in a small text game.",
         family_words="tasks of the same kind",
@@ -83,10 +110,7 @@ PROFILES: dict[str, Profile] = {
 
 SOLVE_TEMPLATE = """{agent_role}
 
-## Current Skill Document
-These skills were distilled from earlier {family_words}. Apply them only when you are confident they fit \
-the current situation; ignore anything that does not.
-{skill_document}
+{carried}
 
 ## Task
 Your task is to: {task}
@@ -100,6 +124,11 @@ Your task is to: {task}
 Now take one action for the current step. First reason step by step about the situation and which \
 admissible action best advances the task; then give exactly one action inside <action></action> tags, \
 for example <action>{example}</action>."""
+
+SKILL_SECTION = """## Current Skill Document
+These skills were distilled from earlier {family_words}. Apply them only when you are confident they fit \
+the current situation; ignore anything that does not.
+{skill_document}"""
 
 CURATE_TEMPLATE = """You maintain a SKILL DOCUMENT for an agent that solves a series of related {family_words}. \
 The agent has just attempted one task. Revise the document so that it helps the agent solve the LATER \
@@ -129,6 +158,53 @@ A useful structure (use the sections that fit): "## When to use", "## Workflow" 
 Reason first, then output the FULL revised skill document inside <skill></skill> tags."""
 
 
+COMPACT_SOLVE_TEMPLATE = """{agent_role}
+Skills: {skill_document}
+Task: {task}
+Now: {observation}
+{history}Actions: {actions}
+Reply with one action only, as <action>...</action>."""
+
+COMPACT_CURATE_TEMPLATE = """Rewrite the skills for later {family_words}. Keep rules that hold; add what this attempt revealed; \
+drop instance details.
+Old skills: {skill_document}
+Task: {task}
+{trajectory}Outcome: {outcome}
+Reply with the new skills only, as <skill>...</skill>."""
+
+REFLECT_TEMPLATE = """You are reflecting on an attempt at one of a series of related {family_words}. \
+Later tasks of the series will be DIFFERENT instances of the same family, and they will see your reflection.
+
+## The Task Just Attempted
+{task}
+
+## What Happened (the agent's actions and the observations that followed)
+{trajectory}
+Outcome: {outcome}
+
+## Your Job
+Reflect on this attempt: what worked, what went wrong and why, and what transferable guidance follows for \
+later tasks of this family (abstract away instance details; for example {abstraction_examples}).
+Reason first, then write the reflection inside <remark></remark> tags."""
+
+COMPACT_REFLECT_TEMPLATE = """Reflect on this attempt for later {family_words}.
+Task: {task}
+{trajectory}Outcome: {outcome}
+Reply with one short reflection only, as <remark>...</remark>."""
+
+EXPERIENCE_HEADING = "## Experience From Earlier Tasks"
+
+
+@dataclass(frozen=True)
+class Reflection:
+    """One earlier task's reflection, as later solve prompts show it (carry mode "reflect")."""
+
+    position: int
+    family: str
+    success: bool
+    text: str
+
+
 @dataclass(frozen=True)
 class Step:
     """One (action, observation) pair of a task's history."""
@@ -147,6 +223,21 @@ class ParsedAction:
 class ParsedSkill:
     document: str
     valid: bool
+
+
+def check_style(style: str) -> str:
+    if style not in STYLES:
+        raise ValueError(f"unknown prompt style {style!r}; known styles: {', '.join(STYLES)}")
+    return style
+
+
+def check_carry(carry: str, benchmark: str) -> str:
+    """Validate a carry mode for a benchmark ("reflect" needs the benchmark's REFLECT prompt)."""
+    if carry not in CARRY_MODES:
+        raise ValueError(f"unknown carry mode {carry!r}; known carry modes: {', '.join(CARRY_MODES)}")
+    if carry == "reflect" and not profile(benchmark).reflect:
+        raise ValueError(f"carry mode 'reflect' needs a reflect prompt, and {benchmark} has none")
+    return carry
 
 
 def profile(benchmark: str) -> Profile:
@@ -191,8 +282,13 @@ def solve_prompt(
     history: Sequence[Step] = (),
     admissible_actions: Sequence[str] | None = None,
     action_help: str | None = None,
+    style: str = "full",
 ) -> str:
+    """The SOLVE prompt. `skill_document` is what crosses tasks: the document (carry "skill"), "" (carry
+    "none"), or `render_experience(...)` (carry "reflect": shown under its own heading)."""
     prof = profile(benchmark)
+    if check_style(style) == "compact":
+        return _compact_solve(prof, skill_document, task, observation, history, admissible_actions, action_help)
     if history:
         shown = min(len(history), prof.history_window)
         history_text = (
@@ -207,16 +303,52 @@ def solve_prompt(
     else:
         actions = action_help or "(no list available: use the commands the environment understands)"
         example = "look around" if benchmark != "webshop" else "search[red shoes]"
+    if skill_document.startswith(EXPERIENCE_HEADING):  # carry "reflect": the list of earlier reflections
+        carried = skill_document.strip()
+    else:
+        carried = SKILL_SECTION.format(family_words=prof.family_words, skill_document=render_skill(skill_document))
     return SOLVE_TEMPLATE.format(
         agent_role=prof.agent_role,
-        family_words=prof.family_words,
-        skill_document=render_skill(skill_document),
+        carried=carried,
         task=task.strip(),
         observation=clip_middle(observation.strip()),
         history=history_text,
         actions=actions,
         example=example,
     ).strip()
+
+
+def _compact_solve(prof: Profile, skill_document: str, task: str, observation: str, history: Sequence[Step],
+                   admissible_actions: Sequence[str] | None, action_help: str | None) -> str:
+    shown = list(history)[-prof.history_window:]
+    history_text = "".join(f"Did: {clip_middle(s.action, 200)} -> {clip_middle(s.observation, 600)}\n" for s in shown)
+    if admissible_actions:
+        actions = " | ".join(admissible_actions)
+    else:
+        actions = action_help or "(the commands the environment understands)"
+    return COMPACT_SOLVE_TEMPLATE.format(
+        agent_role=prof.agent_role,
+        skill_document=_one_block(skill_document.strip() or COMPACT_EMPTY),
+        task=task.strip(),
+        observation=clip_middle(observation.strip(), 2000),
+        history=history_text,
+        actions=actions,
+    ).strip()
+
+
+def _one_block(text: str) -> str:
+    return text if "\n" not in text else "\n" + text
+
+
+def render_experience(reflections: Sequence[Reflection]) -> str:
+    """The solve prompt's section for carry mode "reflect" (the reference's wording, in our words)."""
+    lines = [EXPERIENCE_HEADING]
+    if not reflections:
+        lines.append(NO_EXPERIENCE_PLACEHOLDER)
+    for r in reflections:
+        outcome = "SUCCESS" if r.success else "FAILURE"
+        lines.append(f"- After earlier task {r.position + 1} ({r.family}, outcome: {outcome}), you noted: {r.text}")
+    return "\n".join(lines)
 
 
 def curate_prompt(
@@ -226,17 +358,56 @@ def curate_prompt(
     task: str,
     history: Sequence[Step],
     success: bool,
+    style: str = "full",
 ) -> str:
     prof = profile(benchmark)
+    if check_style(style) == "compact":
+        return COMPACT_CURATE_TEMPLATE.format(
+            family_words=prof.family_words, skill_document=_one_block(skill_document.strip() or COMPACT_EMPTY),
+            task=task.strip(), trajectory=_compact_trajectory(history), outcome=_outcome(success),
+        ).strip()
     return CURATE_TEMPLATE.format(
         family_words=prof.family_words,
         skill_document=render_skill(skill_document),
         task=task.strip(),
         trajectory=(render_history(history) or "(no actions were taken)") + "\n",
-        outcome="SUCCESS" if success else "FAILURE (the task was not completed)",
+        outcome=_outcome(success),
         abstraction_examples=prof.abstraction_examples,
         extra_advice=(prof.extra_curate_advice + "\n") if prof.extra_curate_advice else "",
     ).strip()
+
+
+def reflect_prompt(
+    benchmark: str,
+    *,
+    task: str,
+    history: Sequence[Step],
+    success: bool,
+    style: str = "full",
+) -> str:
+    """The REFLECT prompt of carry mode "reflect" (answer inside <remark></remark>)."""
+    prof = profile(benchmark)
+    check_carry("reflect", benchmark)
+    if check_style(style) == "compact":
+        return COMPACT_REFLECT_TEMPLATE.format(
+            family_words=prof.family_words, task=task.strip(), trajectory=_compact_trajectory(history),
+            outcome=_outcome(success),
+        ).strip()
+    return REFLECT_TEMPLATE.format(
+        family_words=prof.family_words, task=task.strip(),
+        trajectory=(render_history(history) or "(no actions were taken)") + "\n",
+        outcome=_outcome(success), abstraction_examples=prof.abstraction_examples,
+    ).strip()
+
+
+def _outcome(success: bool) -> str:
+    return "SUCCESS" if success else "FAILURE (the task was not completed)"
+
+
+def _compact_trajectory(history: Sequence[Step]) -> str:
+    if not history:
+        return "(no actions were taken)\n"
+    return "".join(f"Did: {clip_middle(s.action, 200)} -> {clip_middle(s.observation, 600)}\n" for s in history)
 
 
 def _between(text: str, open_tag: str, close_tag: str, last: bool) -> str | None:
@@ -260,6 +431,15 @@ def parse_action(text: str, benchmark: str = "alfworld") -> ParsedAction:
     if profile(benchmark).lowercase_actions:
         action = action.lower()
     return ParsedAction(action=action, valid=inner is not None and bool(action))
+
+
+def parse_reflection(text: str, limit: int = SKILL_CHAR_LIMIT) -> ParsedSkill:
+    """The reflection inside the last <remark>...</remark>; the raw text when the tags are missing (invalid)."""
+    if not isinstance(text, str):
+        raise TypeError(f"model output must be a str, got {type(text).__name__}")
+    inner = _between(text, "<remark>", "</remark>", last=True)
+    document = clean_text(inner if inner is not None else text).strip()[:limit].strip()
+    return ParsedSkill(document=document, valid=inner is not None)
 
 
 def parse_skill(text: str, limit: int = SKILL_CHAR_LIMIT) -> ParsedSkill:

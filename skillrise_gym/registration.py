@@ -9,6 +9,7 @@ ENV_IDS = {
     "SkillRise-ALFWorld-v0": "alfworld",
     "SkillRise-WebShop-v0": "webshop",
     "SkillRise-ScienceWorld-v0": "scienceworld",
+    "SkillRise-Rulebook-v0": "rulebook",  # the transfer probe (skillrise_gym/backends/rulebook.py)
 }
 
 

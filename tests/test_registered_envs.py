@@ -13,6 +13,7 @@ SETTINGS = {
     "SkillRise-ALFWorld-v0": ("eval_in_distribution", lambda: {"data_dir": str(need_data(alfworld_data(), "ALFWorld game files"))}),
     "SkillRise-WebShop-v0": ("test", dict),
     "SkillRise-ScienceWorld-v0": ("test", lambda: {"tasks": ["lifespan-shortest-lived", "lifespan-longest-lived"]}),
+    "SkillRise-Rulebook-v0": ("test", dict),
 }
 
 

@@ -20,6 +20,8 @@ BACKENDS: dict[str, tuple[str, str | None]] = {
     "alfworld": ("skillrise_gym.backends.alfworld:ALFWorldBackend", "alfworld"),
     "webshop": ("skillrise_gym.backends.webshop:WebShopBackend", "webshop"),
     "scienceworld": ("skillrise_gym.backends.scienceworld:ScienceWorldBackend", "scienceworld"),
+    # The transfer probe: generated families of hidden rules (no data files, no engine to install).
+    "rulebook": ("skillrise_gym.backends.rulebook:RulebookBackend", None),
     # A tiny deterministic engine for unit tests of the layers above the backends, and for debugging.
     "toy": ("skillrise_gym.backends.toy:ToyBackend", None),
 }

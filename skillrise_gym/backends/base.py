@@ -72,6 +72,8 @@ class Backend(ABC):
     #: whether `SequenceEnv` asks for admissible actions every step unless told otherwise (a backend whose
     #: list is expensive, like ScienceWorld's, sets False and offers `action_help` instead)
     admissible_by_default: ClassVar[bool] = True
+    #: prompt style `SequenceEnv` renders unless told otherwise (`prompts.STYLES`: "full" or "compact")
+    prompt_style: ClassVar[str] = "full"
 
     @classmethod
     def check_split(cls, split: str) -> None:

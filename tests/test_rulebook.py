@@ -1,0 +1,182 @@
+"""The transfer probe (Rulebook): generation, splits, ceilings checked by scripted agents through gym.make."""
+
+from __future__ import annotations
+
+import itertools
+import re
+
+import gymnasium as gym
+import numpy as np
+import pytest
+from gymnasium.utils.env_checker import check_env
+
+import skillrise_gym  # noqa: F401  (registers the ids)
+from skillrise_gym.backends.rulebook import BRANDS, HELD_OUT, OBJECTS, RulebookBackend, exact_seen_probability
+from skillrise_gym.sequences import SequenceSampler
+
+RULE = re.compile(r"(\w+) items go in the (\w+) bin")
+
+
+def oracle_curator(obs: dict, rng: np.random.Generator) -> str:
+    """A perfect curator and solver: keeps every revealed rule as "kind -> colour bin" and applies it."""
+    rules = dict(line.split(" -> ") for line in obs["skill_document"].splitlines() if " -> " in line)
+    if obs["role"] == 1:
+        for kind, colour in RULE.findall(obs["prompt"]):
+            rules[kind] = f"{colour} bin"
+        return "<skill>" + "\n".join(f"{k} -> {v}" for k, v in sorted(rules.items())) + "</skill>"
+    kind = re.search(r"made of (\w+)", obs["task"]).group(1)
+    return f"<action>{rules.get(kind) or rng.choice(list(obs['admissible_actions']))}</action>"
+
+
+def ignore_document(obs: dict, rng: np.random.Generator) -> str:
+    """Answers every solve turn at random among the admissible bins, whatever the document says."""
+    if obs["role"] == 1:
+        return "<skill>nothing learned</skill>"
+    return f"<action>{rng.choice(list(obs['admissible_actions']))}</action>"
+
+
+def play(env, agent, sequences: int, seed: int = 0) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    wins = []
+    for n in range(sequences):
+        obs, info = env.reset(seed=seed * 100_000 + n)
+        done = False
+        while not done:
+            obs, _reward, done, _truncated, info = env.step(agent(obs, rng))
+        wins.append(info["summary"]["success"])
+    return np.array(wins, dtype=float)
+
+
+@pytest.mark.parametrize("K", [2, 4])
+def test_perfect_curator_reaches_the_computed_ceiling(K):
+    env = gym.make("SkillRise-Rulebook-v0", K=K, seed=0)
+    ceilings = env.unwrapped.backend.ceilings(K, "train")
+    wins = play(env.unwrapped, oracle_curator, 1500)
+    rates = wins.mean(axis=0)
+    # 1500 sequences: standard error <= 0.013 per position
+    assert np.allclose(rates, ceilings["perfect_curator"], atol=0.045), (rates, ceilings)
+    assert rates[0] < 0.35 and all(b > a for a, b in zip(ceilings["perfect_curator"], ceilings["perfect_curator"][1:]))
+    env.close()
+
+
+def test_an_agent_that_ignores_the_document_stays_at_chance():
+    env = gym.make("SkillRise-Rulebook-v0", K=4, seed=0, backend_options={"bins": 4})
+    rates = play(env.unwrapped, ignore_document, 1500, seed=1).mean(axis=0)
+    assert np.allclose(rates, 0.25, atol=0.045), rates
+    env.close()
+
+
+def test_memorising_training_rules_does_not_transfer_to_test_families():
+    backend = RulebookBackend()
+    votes: dict[str, dict[str, int]] = {}
+    for task in backend.list_tasks("train"):
+        votes.setdefault(task.payload["kind"], {}).setdefault(task.payload["bin"], 0)
+        votes[task.payload["kind"]][task.payload["bin"]] += 1
+    memorised = {kind: max(bins, key=bins.get) for kind, bins in votes.items()}
+    test = backend.list_tasks("test")
+    hits = [memorised.get(t.payload["kind"]) == t.payload["bin"] for t in test]
+    # the memorised bin may not even be offered by a test family (palettes differ): at most about chance
+    assert np.mean(hits) < 0.25 + 0.05
+
+
+def test_exact_seen_probability_matches_enumeration():
+    backend = RulebookBackend(num_families=3, tasks_per_family=7, rules=3)
+    tasks = backend.list_tasks("train")
+    K = 3
+    sampler = SequenceSampler(tasks, K)
+    brute = np.zeros(K)
+    total = 0
+    for family in sampler.families.values():
+        for picks in itertools.combinations(family, K):  # the sampler's draws: K distinct tasks, sorted
+            kinds = [t.payload["kind"] for t in picks]
+            brute += [kinds[i] in kinds[:i] for i in range(K)]
+            total += 1
+    assert np.allclose(exact_seen_probability(tasks, K), brute / total)
+
+
+def test_splits_hold_disjoint_families_and_test_has_held_out_words():
+    backend = RulebookBackend(num_families=50)
+    train, test = backend.list_tasks("train"), backend.list_tasks("test")
+    assert not {t.family for t in train} & {t.family for t in test}
+    held = set(OBJECTS[-HELD_OUT:]) | set(BRANDS[-HELD_OUT:])
+    assert not any(t.payload["object"] in held or t.payload["brand"] in held for t in train)
+    assert any(t.payload["object"] in held or t.payload["brand"] in held for t in test)
+    # families differ in their rules
+    rulebooks = {t.family: (t.payload["kind"], t.payload["bin"]) for t in train}
+    assert len(set(rulebooks.values())) > 10
+    # reproducible from the seed, different for another seed
+    assert [t.payload for t in RulebookBackend(num_families=50).list_tasks("train")] == [t.payload for t in train]
+    assert [t.payload for t in RulebookBackend(num_families=50, seed=1).list_tasks("train")] != [t.payload for t in train]
+
+
+def test_feedback_states_the_rule_in_the_instance_words_and_the_step_limit_is_one():
+    env = gym.make("SkillRise-Rulebook-v0", K=2, seed=3, expert_in_info=True)
+    obs, info = env.reset()
+    task = env.unwrapped.records[-1].task
+    wrong = next(a for a in obs["admissible_actions"] if a != info["expert_action"])
+    obs, reward, done, _, info = env.step(f"<action>{wrong}</action>")
+    assert reward == 0.0 and info["task_done"] and obs["role"] == 1  # one step, then curate
+    assert f"the {task.payload['brand']} {task.payload['object']} is {task.payload['kind']}" in obs["prompt"]
+    assert f"{task.payload['kind']} items go in the {task.payload['bin']} bin" in obs["prompt"]
+    obs, *_ = env.step("<skill>x</skill>")
+    obs, reward, done, _, info = env.step(f"<action>{env.unwrapped.expert_action()}</action>")
+    assert reward == 1.0 and done and info["summary"]["success"] == [False, True]
+    env.close()
+
+
+def test_more_steps_allow_a_retry_within_a_task():
+    env = gym.make("SkillRise-Rulebook-v0", K=1, seed=0, max_task_steps=2, expert_in_info=True)
+    obs, info = env.reset()
+    wrong = next(a for a in obs["admissible_actions"] if a != info["expert_action"])
+    obs, _, done, _, info = env.step(wrong)
+    assert not done and obs["observation"].startswith("Wrong bin") and obs["role"] == 0
+    _, reward, done, _, _ = env.step(env.unwrapped.expert_action())
+    assert done and reward == 1.0
+    env.close()
+
+
+def test_check_env_and_compact_prompts():
+    env = gym.make("SkillRise-Rulebook-v0", K=3, seed=0)
+    check_env(env.unwrapped, skip_render_check=True)
+    obs, _ = env.reset(seed=0)
+    assert obs["prompt"].endswith("Reply with one action only, as <action>...</action>.")
+    assert len(obs["prompt"]) < 400  # compact: about 90 tokens for SmolLM2's tokenizer (docs/rulebook.md)
+    env.close()
+    full = gym.make("SkillRise-Rulebook-v0", K=3, seed=0, prompt_style="full")
+    obs, _ = full.reset(seed=0)
+    assert "## Current Skill Document" in obs["prompt"]
+    full.close()
+
+
+@pytest.mark.parametrize("option, value", [("rules", 0), ("rules", 13), ("bins", 1), ("bins", 9), ("num_families", 0),
+                                           ("tasks_per_family", 0), ("max_distractors", -1), ("rules", 1.5),
+                                           ("bins", True)])
+def test_sizes_out_of_range_are_refused(option, value):
+    with pytest.raises(ValueError, match=option):
+        RulebookBackend(**{option: value})
+
+
+def test_k_larger_than_a_family_and_unknown_pinned_ids_are_clear_errors():
+    env = gym.make("SkillRise-Rulebook-v0", K=13)
+    with pytest.raises(ValueError, match="larger than every family"):
+        env.reset(seed=0)
+    env.close()
+    env = gym.make("SkillRise-Rulebook-v0", K=13, backend_options={"tasks_per_family": 13})
+    env.reset(seed=0)  # served once the families are large enough
+    env.close()
+    env = gym.make("SkillRise-Rulebook-v0", K=2)
+    with pytest.raises(ValueError, match="unknown task id"):
+        env.reset(options={"task_ids": ["train-f0000-t00", "train-f9999-t99"]})
+    env.close()
+
+
+def test_expert_solves_everything():
+    env = gym.make("SkillRise-Rulebook-v0", K=4, seed=0, split="test")
+    for n in range(20):
+        obs, _ = env.reset(seed=n)
+        done = False
+        while not done:
+            action = env.unwrapped.expert_action() if obs["role"] == 0 else "<skill></skill>"
+            obs, _, done, _, info = env.step(action)
+        assert info["summary"]["success"] == [True] * 4
+    env.close()
