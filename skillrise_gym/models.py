@@ -34,7 +34,7 @@ SMOLLM2_NAMES = ("smollm2", "smollm2-135m", "smollm2-135m-instruct")
 SMOLLM2_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
 TINY_NAMES = ("tiny",)
 # Bump when the tiny model's recipe changes, so stale caches are not reused.
-TINY_VERSION = "v1"
+TINY_VERSION = "v2"
 
 CHATML_TEMPLATE = (
     "{% for message in messages %}"
@@ -160,7 +160,17 @@ def _tokenizer_corpus() -> list[str]:
     from skillrise_gym import prompts
     from skillrise_gym.backends.toy import COLOURS, SHAPES
 
-    lines = [prompts.SOLVE_TEMPLATE, prompts.CURATE_TEMPLATE, prompts.EMPTY_SKILL_PLACEHOLDER]
+    from skillrise_gym.backends import rulebook
+
+    lines = [prompts.SOLVE_TEMPLATE, prompts.CURATE_TEMPLATE, prompts.EMPTY_SKILL_PLACEHOLDER,
+             prompts.COMPACT_SOLVE_TEMPLATE, prompts.COMPACT_CURATE_TEMPLATE, prompts.COMPACT_REFLECT_TEMPLATE,
+             prompts.REFLECT_TEMPLATE, prompts.COMPACT_EMPTY]
+    # the transfer probe's words, so that its compact prompts stay short for the tiny model
+    lines += [" ".join(words) for words in (rulebook.KINDS, rulebook.BIN_COLOURS, rulebook.SIZES, rulebook.FINISHES,
+                                            rulebook.OBJECTS, rulebook.BRANDS, rulebook.PLACES)]
+    lines += [f"<action>{c} bin</action> <skill>{k} -> {c} bin</skill> {k} items go in the {c} bin."
+              for k, c in zip(rulebook.KINDS, rulebook.BIN_COLOURS * 2)]
+    lines += list(rulebook.DISTRACTORS)
     for profile in prompts.PROFILES.values():
         lines += [profile.agent_role, profile.family_words, profile.abstraction_examples, profile.extra_curate_advice]
     for colour in COLOURS:

@@ -9,6 +9,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, fields
 from typing import Any
 
+from skillrise_gym.prompts import STYLES
+
 ALGOS = ("skillrise", "grpo")
 ADVANTAGE_MODES = ("mean_norm", "mean_std_norm")
 
@@ -31,6 +33,8 @@ class TrainConfig:
     """Sequences per training step."""
     gamma: float = 0.6
     """Discount of later tasks' rewards in a curate turn's return."""
+    curate_credit: str = "future"
+    """Curate turns' return: future (SkillRise: later tasks' discounted rewards), own (its own task's reward: the coupled ablation) or none (not trained)."""
     success_reward: float = 10.0
     """Reward of a solved task (the reference's binary 10/0)."""
     invalid_penalty: float = 0.5
@@ -55,6 +59,8 @@ class TrainConfig:
     """Solve steps allowed per task."""
     max_new_tokens: int = 48
     """Longest completion of one model call (tokens)."""
+    prompt_style: str = "auto"
+    """Prompts: full (reason, then answer), compact (answer only, short), or auto (compact for models under 1B parameters, else the backend's)."""
     max_prompt_tokens: int = 0
     """Longest prompt (tokens); longer prompts lose their middle. 0: model context minus max_new_tokens."""
     temperature: float = 1.0
@@ -65,6 +71,12 @@ class TrainConfig:
     """LoRA rank."""
     lora_alpha: int = 16
     """LoRA alpha."""
+    warmstart_steps: int = 0
+    """Supervised steps on format-only targets before RL (random admissible actions, random copied words; teaches the tags, no task's solution; see warmstart.py)."""
+    warmstart_sequences: int = 64
+    """Training sequences played by the format agent to collect warm-start examples."""
+    warmstart_lr: float = 3e-3
+    """Learning rate of the warm start (AdamW)."""
     steps: int = 2
     """Training steps: rollouts of S x G trials, each followed by updates_per_rollout optimizer steps."""
     updates_per_rollout: int = 1
@@ -111,6 +123,12 @@ class TrainConfig:
     def __post_init__(self) -> None:
         if self.algo not in ALGOS:
             raise ValueError(f"algo must be one of {ALGOS}, got {self.algo!r}")
+        from skillrise_train.credit import CURATE_CREDITS
+
+        if self.curate_credit not in CURATE_CREDITS:
+            raise ValueError(f"curate_credit must be one of {CURATE_CREDITS}, got {self.curate_credit!r}")
+        if self.prompt_style not in ("auto",) + STYLES:
+            raise ValueError(f"prompt_style must be auto or one of {STYLES}, got {self.prompt_style!r}")
         if self.advantage_mode not in ADVANTAGE_MODES:
             raise ValueError(f"advantage_mode must be one of {ADVANTAGE_MODES}, got {self.advantage_mode!r}")
         for name in ("K", "G", "S", "steps", "updates_per_rollout", "max_task_steps", "max_new_tokens", "grad_accum",

@@ -9,6 +9,11 @@ Vocabulary:
 1. Returns (one number per turn; no within-task discounting, as in the reference):
      solve turn of task i:         r_i
      curate turn after task i:     sum_{j>i} gamma^(j-i) r_j      (K=3: 0.6 r_1 + 0.36 r_2 after task 0)
+   The curate credit is selectable (`CURATE_CREDITS`), for ablations:
+     future (SkillRise, the default):  the discounted sum of LATER tasks' rewards, above;
+     own (the coupled ablation):       r_i, the reward of the task the document was written after;
+     none:                             curate turns are generated but not trained (`trained_turns` drops
+                                       them; their returns are still computed, for the record).
 2. Group statistics: the key of a turn is (group, position, role). Each trial contributes ONE value per key
    (its return), however many turns it took there, so long attempts do not weigh more in the mean.
    A key with a single trial has mean 0 and std 1 (the reference's convention).
@@ -33,6 +38,7 @@ from typing import Hashable, Mapping, Sequence
 import numpy as np
 
 SOLVE, CURATE = "solve", "curate"
+CURATE_CREDITS = ("future", "own", "none")
 
 
 @dataclass(frozen=True)
@@ -51,12 +57,22 @@ def curate_return(task_rewards: Sequence[float], position: int, gamma: float) ->
     return float(sum(gamma ** (j - position) * task_rewards[j] for j in range(position + 1, len(task_rewards))))
 
 
-def turn_returns(tags: Sequence[TurnTag], task_rewards: Mapping[Hashable, Sequence[float]], gamma: float) -> np.ndarray:
+def check_curate_credit(curate_credit: str) -> str:
+    if curate_credit not in CURATE_CREDITS:
+        raise ValueError(f"unknown curate credit {curate_credit!r}; known: {', '.join(CURATE_CREDITS)}")
+    return curate_credit
+
+
+def turn_returns(tags: Sequence[TurnTag], task_rewards: Mapping[Hashable, Sequence[float]], gamma: float,
+                 curate_credit: str = "future") -> np.ndarray:
     """The return of every turn (step 1). `task_rewards[trial]` lists r_0..r_{K-1} of that trial."""
+    check_curate_credit(curate_credit)
     returns = np.zeros(len(tags), dtype=np.float64)
     for n, tag in enumerate(tags):
         rewards = task_rewards[tag.trial]
         if tag.role == SOLVE:
+            returns[n] = rewards[tag.position]
+        elif tag.role == CURATE and curate_credit == "own":
             returns[n] = rewards[tag.position]
         elif tag.role == CURATE:
             returns[n] = curate_return(rewards, tag.position, gamma)
@@ -106,13 +122,20 @@ def advantages(
     return out
 
 
+def trained_turns(tags: Sequence[TurnTag], curate_credit: str = "future") -> list[int]:
+    """Indices of the turns that enter the loss (every turn, but no curate turn under curate credit "none")."""
+    check_curate_credit(curate_credit)
+    return [n for n, tag in enumerate(tags) if not (curate_credit == "none" and tag.role == CURATE)]
+
+
 def assign_credit(
     tags: Sequence[TurnTag],
     task_rewards: Mapping[Hashable, Sequence[float]],
     gamma: float = 0.6,
     mode: str = "mean_norm",
     invalid_penalty: float = 0.5,
+    curate_credit: str = "future",
 ) -> tuple[np.ndarray, np.ndarray]:
     """Returns and advantages of every turn: the whole of SkillRise's credit assignment."""
-    returns = turn_returns(tags, task_rewards, gamma)
+    returns = turn_returns(tags, task_rewards, gamma, curate_credit)
     return returns, advantages(tags, returns, mode=mode, invalid_penalty=invalid_penalty)

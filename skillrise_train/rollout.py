@@ -130,18 +130,22 @@ class RolloutEngine:
         generation_batch: int = 64,
         rank: int = 0,
         world_size: int = 1,
+        prompt_style: str | None = None,
     ) -> None:
         self.env, self.algo, self.K, self.G, self.S = env, algo, K, G, S
         self.split, self.seed, self.success_reward = split, seed, success_reward
         self.generation_batch = generation_batch
         self.rank, self.world_size = rank, world_size
         options = dict(backend_options or {})
+        self.backend_options = options
         # The sampler lives in this process: it only needs the task list, never an engine episode.
         self._catalog_env = SequenceEnv(backend=env, K=K, split=split, backend_options=options)
         self.sampler: SequenceSampler = self._catalog_env.sampler()
         episode_K = K if algo == "skillrise" else 1
         num_envs = S * G if algo == "skillrise" else S * K * G
-        fn = env_fn(env, K=episode_K, split=split, max_task_steps=max_task_steps, backend_options=options)
+        self.prompt_style = prompt_style
+        fn = env_fn(env, K=episode_K, split=split, max_task_steps=max_task_steps, backend_options=options,
+                    prompt_style=prompt_style)
         self.pool = EnvPool([fn] * num_envs, workers=workers)
 
     def close(self) -> None:

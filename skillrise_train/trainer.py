@@ -30,7 +30,7 @@ from trl.trainer.utils import pad, selective_log_softmax, selective_log_softmax_
 
 from skillrise_gym.records import write_jsonl
 from skillrise_train.config import TrainConfig
-from skillrise_train.credit import assign_credit
+from skillrise_train.credit import assign_credit, trained_turns
 from skillrise_train.rollout import Completion, RolloutEngine, RolloutResult, rollout_stats
 
 
@@ -41,6 +41,18 @@ class NonFiniteLossError(RuntimeError):
 def _unused_reward(completions: list, **kwargs: Any) -> list[float]:
     """GRPOTrainer requires a reward source; rewards here come from the envs, so this is never called."""
     raise RuntimeError("SkillRiseTrainer scores completions through the environments, not reward functions")
+
+
+#: models with fewer parameters than this get compact prompts under prompt_style "auto"
+COMPACT_BELOW_PARAMETERS = 1_000_000_000
+
+
+def resolve_prompt_style(style: str, model: Any) -> str | None:
+    """The env's prompt style: "auto" means compact for small models (a 135M model asked to reason first never
+    reaches its answer tags within a short budget), else the backend's default (None)."""
+    if style != "auto":
+        return style
+    return "compact" if model.num_parameters() < COMPACT_BELOW_PARAMETERS else None
 
 
 def make_grpo_config(config: TrainConfig, **overrides: Any) -> GRPOConfig:
@@ -178,18 +190,46 @@ class SkillRiseTrainer(GRPOTrainer):
                 task_type="CAUSAL_LM",
             )
         backend_options = json.loads(config.backend_options) if config.backend_options else {}
+        prompt_style = resolve_prompt_style(config.prompt_style, model)
         rollout = RolloutEngine(
             config.env, config.algo, config.K, config.G, config.S,
             config.train_split or default_splits(config.env)[0], config.max_task_steps,
             success_reward=config.success_reward, seed=config.seed, workers=config.env_workers,
             backend_options=backend_options, generation_batch=config.generation_batch,
-            rank=args.process_index, world_size=args.world_size,
+            rank=args.process_index, world_size=args.world_size, prompt_style=prompt_style,
         )
         try:
             return cls(config, model, tokenizer, rollout, args=args, peft_config=peft_config, callbacks=callbacks)
         except BaseException:
             rollout.close()
             raise
+
+    # ------------------------------------------------------------------ warm start
+    def train(self, resume_from_checkpoint: Any = None, **kwargs: Any):
+        """TRL's training loop, after the format warm start on a fresh run (a resumed run has it in its weights)."""
+        if self.config.warmstart_steps and not resume_from_checkpoint:
+            self.warm_start()
+        return super().train(resume_from_checkpoint=resume_from_checkpoint, **kwargs)
+
+    def warm_start(self) -> list[float]:
+        """Supervised format warm start (warmstart.py) on prompts of this run's own envs and prompt style."""
+        from skillrise_gym.env import SequenceEnv
+        from skillrise_train.warmstart import format_examples, warm_start
+
+        c = self.config
+        env = SequenceEnv(
+            backend=c.env, K=self.rollout.K if c.algo == "skillrise" else 1, split=self.rollout.split,
+            max_task_steps=c.max_task_steps, backend_options=self.rollout.backend_options,
+            prompt_style=self.rollout.prompt_style,
+        )
+        try:
+            examples = format_examples(env, c.warmstart_sequences, seed=c.seed)
+        finally:
+            env.close()
+        losses = warm_start(self.model, self.processing_class, self.encode_prompt, examples, c.warmstart_steps,
+                            lr=c.warmstart_lr, seed=c.seed)
+        self.warmstart_losses = losses
+        return losses
 
     # ------------------------------------------------------------------ prompts and generation
     def _prompt_budget(self, config: TrainConfig) -> int:
@@ -238,7 +278,7 @@ class SkillRiseTrainer(GRPOTrainer):
         tags = [s.tag for s in result.samples]
         returns, advantages = assign_credit(
             tags, result.task_rewards, gamma=self.config.gamma, mode=self.config.advantage_mode,
-            invalid_penalty=self.config.invalid_penalty,
+            invalid_penalty=self.config.invalid_penalty, curate_credit=self.config.curate_credit,
         )
         self.last_rollout = result
         self.last_stats = rollout_stats(result, advantages, self.config.K)
@@ -248,8 +288,10 @@ class SkillRiseTrainer(GRPOTrainer):
             for sample, ret, adv in zip(result.samples, returns, advantages):
                 sample.turn.extra.update({"return": float(ret), "advantage": float(adv), "algo": self.config.algo})
             write_jsonl(f"{self.args.output_dir}/turns.jsonl", [s.turn for s in result.samples])
+        trained = trained_turns(tags, self.config.curate_credit)  # curate credit "none": solve turns only
         batch = self.rows_to_batch(
-            [s.prompt_ids for s in result.samples], [s.completion_ids for s in result.samples], advantages
+            [result.samples[n].prompt_ids for n in trained], [result.samples[n].completion_ids for n in trained],
+            [advantages[n] for n in trained],
         )
         if self.args.gradient_accumulation_steps % self.args.steps_per_generation != 0:
             # later mini-batches are updated by a policy that already moved: keep the sampling policy's

@@ -67,7 +67,7 @@ def test_an_agent_that_ignores_the_document_stays_at_chance():
 
 
 def test_memorising_training_rules_does_not_transfer_to_test_families():
-    backend = RulebookBackend()
+    backend = RulebookBackend(palette=8)
     votes: dict[str, dict[str, int]] = {}
     for task in backend.list_tasks("train"):
         votes.setdefault(task.payload["kind"], {}).setdefault(task.payload["bin"], 0)
@@ -150,7 +150,7 @@ def test_check_env_and_compact_prompts():
 
 @pytest.mark.parametrize("option, value", [("rules", 0), ("rules", 13), ("bins", 1), ("bins", 9), ("num_families", 0),
                                            ("tasks_per_family", 0), ("max_distractors", -1), ("rules", 1.5),
-                                           ("bins", True)])
+                                           ("bins", True), ("palette", 3), ("palette", 9)])
 def test_sizes_out_of_range_are_refused(option, value):
     with pytest.raises(ValueError, match=option):
         RulebookBackend(**{option: value})

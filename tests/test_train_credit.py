@@ -109,3 +109,40 @@ def test_unknown_role_and_mode_are_rejected():
         turn_returns([TurnTag("a", "g", "reflect", 0)], {"a": [0.0]}, 0.6)
     with pytest.raises(ValueError):
         advantages([solve("a", 0)], np.array([1.0]), mode="zscore")
+
+
+# ---------------------------------------------------------------------------------------- curate credit ablations
+def _two_trials():
+    tags = [solve("a", 0), curate("a", 0), solve("a", 1), curate("a", 1), solve("a", 2),
+            solve("b", 0), curate("b", 0), solve("b", 1), curate("b", 1), solve("b", 2)]
+    rewards = {"a": [0.0, 10.0, 10.0], "b": [10.0, 0.0, 0.0]}
+    return tags, rewards
+
+
+def test_curate_credit_future_is_the_discounted_sum_of_later_rewards():
+    tags, rewards = _two_trials()
+    returns, adv = assign_credit(tags, rewards, gamma=0.6, curate_credit="future", invalid_penalty=0.0)
+    # a: curate after 0 -> 0.6*10 + 0.36*10 = 9.6; after 1 -> 6; b: 0 and 0
+    np.testing.assert_allclose(returns[[1, 3, 6, 8]], [9.6, 6.0, 0.0, 0.0])
+    np.testing.assert_allclose(adv[[1, 6]], [4.8, -4.8])
+
+
+def test_curate_credit_own_couples_the_document_to_its_own_task():
+    tags, rewards = _two_trials()
+    returns, adv = assign_credit(tags, rewards, gamma=0.6, curate_credit="own", invalid_penalty=0.0)
+    np.testing.assert_allclose(returns[[1, 3, 6, 8]], [0.0, 10.0, 10.0, 0.0])
+    np.testing.assert_allclose(adv[[1, 6]], [-5.0, 5.0])  # the opposite sign of the future credit here
+    np.testing.assert_allclose(returns[[0, 2, 4]], [0.0, 10.0, 10.0])  # solve turns are unchanged
+
+
+def test_curate_credit_none_trains_solve_turns_only():
+    from skillrise_train.credit import trained_turns
+
+    tags, rewards = _two_trials()
+    kept = trained_turns(tags, "none")
+    assert [tags[n].role for n in kept] == ["solve"] * 6
+    assert trained_turns(tags, "future") == list(range(len(tags)))
+    with pytest.raises(ValueError, match="unknown curate credit"):
+        trained_turns(tags, "later")
+    with pytest.raises(ValueError, match="unknown curate credit"):
+        assign_credit(tags, rewards, curate_credit="later")

@@ -79,6 +79,8 @@ class RulebookBackend(Backend):
         tasks_per_family: tasks of each family (the largest K a sequence can have).
         rules: R, kinds per family (each with its hidden bin).
         bins: N, bins per family (chance is 1/N).
+        palette: colours the families draw their N bins from (default N: every family has the same bins,
+            red, blue, ... in that order; more colours give families different bins too).
         max_distractors: most distractor sentences in a task (its difficulty).
         seed: generates every family; the same seed gives the same tasks everywhere.
     """
@@ -89,13 +91,15 @@ class RulebookBackend(Backend):
     prompt_style: ClassVar[str] = "compact"
 
     def __init__(self, num_families: int = 200, tasks_per_family: int = 12, rules: int = 2, bins: int = 4,
-                 max_distractors: int = 2, seed: int = 0) -> None:
+                 palette: int | None = None, max_distractors: int = 2, seed: int = 0) -> None:
+        palette = bins if palette is None else palette
         checks = {
             "num_families": (num_families, 1, 1_000_000),
             "tasks_per_family": (tasks_per_family, 1, 10_000),
             "rules": (rules, 1, len(KINDS)),
             "bins": (bins, 2, len(BIN_COLOURS)),
             "max_distractors": (max_distractors, 0, len(DISTRACTORS)),
+            "palette": (palette, bins if isinstance(bins, int) else 2, len(BIN_COLOURS)),
         }
         for name, (value, low, high) in checks.items():
             if not isinstance(value, (int, np.integer)) or isinstance(value, bool) or not low <= value <= high:
@@ -104,13 +108,14 @@ class RulebookBackend(Backend):
             raise ValueError(f"rulebook seed must be an integer, got {seed!r}")
         self.num_families, self.tasks_per_family = int(num_families), int(tasks_per_family)
         self.rules, self.bins, self.max_distractors, self.seed = int(rules), int(bins), int(max_distractors), int(seed)
+        self.palette = int(palette)
         self._task: Task | None = None
         self._answered = False
 
     # ----------------------------------------------------------------- generation
     def list_tasks(self, split: str) -> list[Task]:
         self.check_split(split)
-        return list(_generate(split, self.num_families, self.tasks_per_family, self.rules, self.bins,
+        return list(_generate(split, self.num_families, self.tasks_per_family, self.rules, self.bins, self.palette,
                               self.max_distractors, self.seed))
 
     # ----------------------------------------------------------------- episode
@@ -165,15 +170,15 @@ class RulebookBackend(Backend):
 
 
 @lru_cache(maxsize=16)
-def _generate(split: str, num_families: int, tasks_per_family: int, rules: int, bins: int, max_distractors: int,
-              seed: int) -> tuple[Task, ...]:
+def _generate(split: str, num_families: int, tasks_per_family: int, rules: int, bins: int, palette_size: int,
+              max_distractors: int, seed: int) -> tuple[Task, ...]:
     objects = OBJECTS if split == "test" else OBJECTS[:-HELD_OUT]
     brands = BRANDS if split == "test" else BRANDS[:-HELD_OUT]
     tasks: list[Task] = []
     for f in range(num_families):
         rng = np.random.default_rng([seed, SPLIT_SEEDS[split], f])
         family = f"{split}-f{f:04d}"
-        palette = [BIN_COLOURS[i] for i in sorted(rng.choice(len(BIN_COLOURS), size=bins, replace=False))]
+        palette = [BIN_COLOURS[i] for i in sorted(rng.choice(palette_size, size=bins, replace=False))]
         kinds = [KINDS[i] for i in rng.choice(len(KINDS), size=rules, replace=False)]
         rulebook = {kind: palette[int(rng.integers(bins))] for kind in kinds}
         for n in range(tasks_per_family):
