@@ -16,6 +16,9 @@ Phase machine of an episode (K tasks)::
   `prompts.reflect_prompt`) writes one reflection inside ``<remark>...</remark>`` (raw text kept when the tags
   are missing); every reflection so far is shown to later solve prompts, and ``skill_document`` holds that
   rendered list (`prompts.render_experience`). ``info["carry"]`` names the mode on every step.
+- Observations: role, position, num_tasks, task, observation, skill_document, admissible_actions, the rendered
+  prompt, and answer_prefix (compact prompts: the opening tag that agents able to prefill put after the chat
+  template's assistant header; `prompts.answer_prefix`).
 - Reward: 1.0 on the SOLVE step that completes a task successfully, else 0.0 (curate steps: always 0).
   Credit assignment across tasks belongs to consumers (the trainer), not to the env.
 - `terminated` becomes True after the K-th task (or its curate step); `truncated` is always False: the
@@ -176,6 +179,7 @@ class SequenceEnv(gym.Env):
                 "skill_document": TextSpace(max(document_limit, 1)),
                 "admissible_actions": spaces.Sequence(TextSpace(TEXT_LIMIT), stack=False),
                 "prompt": TextSpace(4 * TEXT_LIMIT),
+                "answer_prefix": TextSpace(64),
             }
         )
         self.action_space = TextSpace(TEXT_LIMIT)
@@ -460,6 +464,7 @@ class SequenceEnv(gym.Env):
             "skill_document": self.skill_document,
             "admissible_actions": admissible,
             "prompt": self._prompt(admissible),
+            "answer_prefix": prompts.answer_prefix(ROLES[self._role], self.prompt_style, self.carry),
         }
 
     # convenience for scripted agents that share the process with the env

@@ -14,6 +14,11 @@ for the tagged answer only (small models: with a 48-token budget a 135M model th
 reaches the tags). Backends pick their default (`Backend.prompt_style`); the env, the bench and the trainer
 can override it.
 
+Answer prefix (`answer_prefix`): compact prompts come with the opening tag of the answer, which agents that
+can prefill the assistant's reply (the hf agent and the trainer) put after the chat template's assistant
+header; the answer is that prefix plus the model's completion. Agents that cannot prefill (API endpoints)
+ignore it and write the tags themselves. Full prompts have no prefix.
+
 Carry modes: ``skill`` (the document above), ``none`` (an always-empty document, no curate turn) and
 ``reflect`` (the reference's LaMer-style baseline, spec section 2.7): after each task a REFLECT prompt asks
 for one reflection inside ``<remark>...</remark>``; later solve prompts list every earlier reflection under
@@ -21,7 +26,8 @@ for one reflection inside ``<remark>...</remark>``; later solve prompts list eve
 
 Parsing:
 - `parse_action`: text between the first ``<action>`` and the next ``</action>``; without the tags the
-  whole stripped text is the action and the output is flagged invalid (`valid=False`).
+  whole stripped text is the action and the output is flagged invalid (`valid=False`); an opening tag that
+  is never closed gives the rest of its line, flagged invalid.
 - `parse_skill`: text between the last ``<skill>`` and the last ``</skill>`` after it; without them the
   whole stripped text is the document, flagged invalid. The document is cut to `SKILL_CHAR_LIMIT`.
 - `parse_reflection`: text between the last ``<remark>`` and the last ``</remark>``; without them the raw
@@ -61,6 +67,10 @@ class Profile:
     lowercase_actions: bool = True
     #: whether a REFLECT prompt exists for this benchmark (carry mode "reflect")
     reflect: bool = True
+    #: the shape of a document in compact prompts' example answer (small models copy examples: keep it generic)
+    skill_example: str = "first general rule; second general rule"
+    #: the example action of compact prompts when no admissible list is shown
+    action_example: str = "look around"
 
 
 PROFILES: dict[str, Profile] = {
@@ -83,6 +93,7 @@ PROFILES: dict[str, Profile] = {
             "or features, or turn the page."
         ),
         history_window=5,
+        action_example="search[red shoes]",
     ),
     "scienceworld": Profile(
         agent_role="You are an expert agent in ScienceWorld, a text-based simulation of elementary-school "
@@ -163,14 +174,16 @@ Skills: {skill_document}
 Task: {task}
 Now: {observation}
 {history}Actions: {actions}
-Reply with one action only, as <action>...</action>."""
+Example answer: <action>{example}</action>
+Your answer:"""
 
 COMPACT_CURATE_TEMPLATE = """Rewrite the skills for later {family_words}. Keep rules that hold; add what this attempt revealed; \
 drop instance details.
 Old skills: {skill_document}
 Task: {task}
 {trajectory}Outcome: {outcome}
-Reply with the new skills only, as <skill>...</skill>."""
+Example answer: <skill>{skill_example}</skill>
+Your answer:"""
 
 REFLECT_TEMPLATE = """You are reflecting on an attempt at one of a series of related {family_words}. \
 Later tasks of the series will be DIFFERENT instances of the same family, and they will see your reflection.
@@ -190,7 +203,8 @@ Reason first, then write the reflection inside <remark></remark> tags."""
 COMPACT_REFLECT_TEMPLATE = """Reflect on this attempt for later {family_words}.
 Task: {task}
 {trajectory}Outcome: {outcome}
-Reply with one short reflection only, as <remark>...</remark>."""
+Example answer: <remark>{skill_example}</remark>
+Your answer:"""
 
 EXPERIENCE_HEADING = "## Experience From Earlier Tasks"
 
@@ -326,7 +340,9 @@ def _compact_solve(prof: Profile, skill_document: str, task: str, observation: s
         actions = " | ".join(admissible_actions)
     else:
         actions = action_help or "(the commands the environment understands)"
+    example = admissible_actions[0] if admissible_actions else prof.action_example
     return COMPACT_SOLVE_TEMPLATE.format(
+        example=example,
         agent_role=prof.agent_role,
         skill_document=_one_block(skill_document.strip() or COMPACT_EMPTY),
         task=task.strip(),
@@ -365,6 +381,7 @@ def curate_prompt(
         return COMPACT_CURATE_TEMPLATE.format(
             family_words=prof.family_words, skill_document=_one_block(skill_document.strip() or COMPACT_EMPTY),
             task=task.strip(), trajectory=_compact_trajectory(history), outcome=_outcome(success),
+            skill_example=prof.skill_example,
         ).strip()
     return CURATE_TEMPLATE.format(
         family_words=prof.family_words,
@@ -391,13 +408,24 @@ def reflect_prompt(
     if check_style(style) == "compact":
         return COMPACT_REFLECT_TEMPLATE.format(
             family_words=prof.family_words, task=task.strip(), trajectory=_compact_trajectory(history),
-            outcome=_outcome(success),
+            outcome=_outcome(success), skill_example=prof.skill_example,
         ).strip()
     return REFLECT_TEMPLATE.format(
         family_words=prof.family_words, task=task.strip(),
         trajectory=(render_history(history) or "(no actions were taken)") + "\n",
         outcome=_outcome(success), abstraction_examples=prof.abstraction_examples,
     ).strip()
+
+
+def answer_prefix(role: str, style: str, carry: str = "skill") -> str:
+    """The start of the answer that a model which can be prefilled (the hf agent, the trainer) is given after the
+    chat template's assistant header: the opening tag in compact prompts (small models then answer in the
+    format), nothing in full prompts (they reason first). The answer text is this prefix plus the completion."""
+    if check_style(style) != "compact":
+        return ""
+    if role == "solve":
+        return "<action>"
+    return "<remark>" if carry == "reflect" else "<skill>"
 
 
 def _outcome(success: bool) -> str:
@@ -426,7 +454,14 @@ def parse_action(text: str, benchmark: str = "alfworld") -> ParsedAction:
     if not isinstance(text, str):
         raise TypeError(f"model output must be a str, got {type(text).__name__}")
     inner = _between(text, "<action>", "</action>", last=False)
-    action = clean_text(inner if inner is not None else text).strip()
+    if inner is None and "<action>" in text.lower():
+        # opened, never closed (a completion cut by its token budget): the rest of its first line, flagged
+        # invalid, rather than the tag itself going to the engine
+        rest = text[text.lower().find("<action>") + len("<action>"):].strip()
+        fallback = rest.splitlines()[0] if rest else ""
+    else:
+        fallback = text
+    action = clean_text(inner if inner is not None else fallback).strip()
     action = " ".join(action.split()) if "\n" in action else action
     if profile(benchmark).lowercase_actions:
         action = action.lower()

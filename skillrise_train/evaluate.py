@@ -31,7 +31,8 @@ class PolicyAgent(Agent):
 
     def act(self, observations: Sequence[dict[str, Any]], infos: Sequence[dict[str, Any]] | None = None) -> list[AgentOutput]:
         started = time.perf_counter()
-        completions = self.generate([str(o["prompt"]) for o in observations])
+        completions = self.generate([str(o["prompt"]) for o in observations],
+                                    [str(o.get("answer_prefix") or "") for o in observations])
         share = (time.perf_counter() - started) / max(1, len(completions))
         return [
             AgentOutput(c.text, prompt_tokens=len(c.prompt_ids), completion_tokens=len(c.completion_ids),

@@ -44,7 +44,8 @@ class Completion:
     prompt_truncated: bool = False
 
 
-GenerateFn = Callable[[list[str]], list[Completion]]
+#: (prompts, answer prefixes) -> completions whose text starts with the prefix
+GenerateFn = Callable[[list[str], list[str]], list[Completion]]
 
 
 @dataclass
@@ -196,10 +197,12 @@ class RolloutEngine:
         live = sorted(by_env)
         while live:
             prompts = [observations[i]["prompt"] for i in live]
+            prefixes = [str(observations[i].get("answer_prefix") or "") for i in live]
             started = time.perf_counter()
             completions: list[Completion] = []
             for start in range(0, len(prompts), self.generation_batch):
-                completions.extend(generate(prompts[start : start + self.generation_batch]))
+                end = start + self.generation_batch
+                completions.extend(generate(prompts[start:end], prefixes[start:end]))
             result.generation_seconds += time.perf_counter() - started
 
             started = time.perf_counter()

@@ -239,7 +239,7 @@ class SkillRiseTrainer(GRPOTrainer):
         context = getattr(self.model.config, "max_position_embeddings", None) or 4096
         return max(16, int(context) - config.max_new_tokens)
 
-    def encode_prompt(self, text: str) -> tuple[list[int], bool]:
+    def encode_prompt(self, text: str, prefix: str = "") -> tuple[list[int], bool]:
         """Token ids of one prompt as a single user message; a prompt over budget loses its middle.
 
         The head (role, skill document) and the tail (admissible actions, the answer instruction, the
@@ -252,21 +252,25 @@ class SkillRiseTrainer(GRPOTrainer):
         if isinstance(ids, dict) or hasattr(ids, "keys"):
             ids = ids["input_ids"]
         ids = list(ids)
+        if prefix:  # the answer's opening tag (compact prompts): part of the prompt, never of the completion
+            ids += self.processing_class.encode(prefix, add_special_tokens=False)
         budget = self.max_prompt_tokens
         if len(ids) <= budget:
             return ids, False
         head = budget // 4
         return ids[:head] + ids[len(ids) - (budget - head) :], True
 
-    def generate_completions(self, prompts: list[str]) -> list[Completion]:
-        """One batched generation through TRL's path (num_generations=1 per prompt)."""
-        encoded = [self.encode_prompt(p) for p in prompts]
+    def generate_completions(self, prompts: list[str], prefixes: list[str] | None = None) -> list[Completion]:
+        """One batched generation through TRL's path (num_generations=1 per prompt); each answer's text is its
+        prefix (the observation's answer_prefix) plus the decoded completion."""
+        prefixes = list(prefixes) if prefixes is not None else [""] * len(prompts)
+        encoded = [self.encode_prompt(p, pre) for p, pre in zip(prompts, prefixes)]
         prompt_ids = [ids for ids, _ in encoded]
         completion_ids, _logprobs = self._generate_single_turn(prompt_ids, None, {}, num_generations=1)
         texts = self.processing_class.batch_decode(completion_ids, skip_special_tokens=True)
         return [
-            Completion(list(p), list(c), t, truncated)
-            for (p, truncated), c, t in zip(encoded, completion_ids, texts)
+            Completion(list(p), list(c), pre + t, truncated)
+            for (p, truncated), c, t, pre in zip(encoded, completion_ids, texts, prefixes)
         ]
 
     # ------------------------------------------------------------------ rollout -> rows

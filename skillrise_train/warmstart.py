@@ -26,7 +26,8 @@ import numpy as np
 @dataclass(frozen=True)
 class Example:
     prompt: str
-    target: str
+    target: str  # the whole answer, tags included
+    prefix: str = ""  # the answer prefix the policy is given (compact prompts): not a target token
 
 
 def format_examples(env: Any, sequences: int, seed: int = 0) -> list[Example]:
@@ -47,7 +48,7 @@ def format_examples(env: Any, sequences: int, seed: int = 0) -> list[Example]:
                 words = base.records[-1].observation.split() or ["none"]
                 picks = rng.integers(len(words), size=int(rng.integers(1, 4)))
                 target = "<skill>" + " ".join(words[int(i)] for i in picks) + "</skill>"
-            examples.append(Example(str(obs["prompt"]), target))
+            examples.append(Example(str(obs["prompt"]), target, str(obs.get("answer_prefix") or "")))
             obs, _reward, done, _truncated, _info = env.step(target)
     return examples
 
@@ -55,7 +56,7 @@ def format_examples(env: Any, sequences: int, seed: int = 0) -> list[Example]:
 def warm_start(
     model: Any,
     tokenizer: Any,
-    encode_prompt: Callable[[str], tuple[list[int], bool]],
+    encode_prompt: Callable[[str, str], tuple[list[int], bool]],
     examples: Sequence[Example],
     steps: int,
     batch_size: int = 16,
@@ -71,8 +72,9 @@ def warm_start(
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else eos
     encoded = []
     for ex in examples:
-        prompt_ids, _ = encode_prompt(ex.prompt)
-        target_ids = tokenizer.encode(ex.target, add_special_tokens=False) + [eos]
+        prompt_ids, _ = encode_prompt(ex.prompt, ex.prefix)
+        target = ex.target[len(ex.prefix):] if ex.target.startswith(ex.prefix) else ex.target
+        target_ids = tokenizer.encode(target, add_special_tokens=False) + [eos]
         encoded.append((prompt_ids, target_ids))
     params = [p for p in model.parameters() if p.requires_grad]
     optimizer = torch.optim.AdamW(params, lr=lr, weight_decay=0.0)

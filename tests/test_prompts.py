@@ -14,8 +14,9 @@ from skillrise_gym.prompts import EMPTY_SKILL_PLACEHOLDER, Step, parse_action, p
         ("<ACTION>open drawer 2</ACTION>", "open drawer 2", True),
         ("<action>a</action> then <action>b</action>", "a", True),  # first block wins
         ("no tags at all: look", "no tags at all: look", False),
-        ("<action>unclosed", "<action>unclosed", False),
-        ("</action>reversed<action>", "</action>reversed<action>", False),
+        ("<action>unclosed", "unclosed", False),
+        ("<action>go north\nmore text", "go north", False),  # an answer cut by its token budget
+        ("</action>reversed<action>", "", False),  # nothing after the last opening tag
         ("<action></action>", "", False),
         ("<action>take\x00 apple\x07</action>", "take apple", True),
         ("<action>go to\n fridge 1</action>", "go to fridge 1", True),

@@ -139,7 +139,8 @@ def test_check_env_and_compact_prompts():
     env = gym.make("SkillRise-Rulebook-v0", K=3, seed=0)
     check_env(env.unwrapped, skip_render_check=True)
     obs, _ = env.reset(seed=0)
-    assert obs["prompt"].endswith("Reply with one action only, as <action>...</action>.")
+    assert obs["prompt"].endswith(f"Example answer: <action>{obs['admissible_actions'][0]}</action>\nYour answer:")
+    assert obs["answer_prefix"] == "<action>"
     assert len(obs["prompt"]) < 400  # compact: about 90 tokens for SmolLM2's tokenizer (docs/rulebook.md)
     env.close()
     full = gym.make("SkillRise-Rulebook-v0", K=3, seed=0, prompt_style="full")

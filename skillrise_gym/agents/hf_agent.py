@@ -54,21 +54,25 @@ class HFAgent(Agent):
 
     def act(self, observations: Sequence[dict[str, Any]], infos: Sequence[dict[str, Any]] | None = None) -> list[AgentOutput]:
         prompts = [str(o["prompt"]) for o in observations]
+        prefixes = [str(o.get("answer_prefix") or "") for o in observations]
         outputs: list[AgentOutput] = []
         for start in range(0, len(prompts), self.batch_size):
-            outputs.extend(self.generate(prompts[start : start + self.batch_size]))
+            end = start + self.batch_size
+            outputs.extend(self.generate(prompts[start:end], prefixes[start:end]))
         return outputs
 
-    def chat_text(self, prompt: str) -> str:
+    def chat_text(self, prompt: str, prefix: str = "") -> str:
+        """The prompt as one user message, the assistant header, and the answer prefix (compact prompts)."""
         return self.tokenizer.apply_chat_template(
             [{"role": "user", "content": prompt}], tokenize=False, add_generation_prompt=True
-        )
+        ) + prefix
 
-    def generate(self, prompts: Sequence[str]) -> list[AgentOutput]:
-        """One batched `generate` call for `prompts`."""
+    def generate(self, prompts: Sequence[str], prefixes: Sequence[str] | None = None) -> list[AgentOutput]:
+        """One batched `generate` call for `prompts`; each answer is its prefix plus the completion."""
         torch, c = self._torch, self.config
         started = time.monotonic()
-        texts = [self.chat_text(p) for p in prompts]
+        prefixes = list(prefixes) if prefixes is not None else [""] * len(prompts)
+        texts = [self.chat_text(p, pre) for p, pre in zip(prompts, prefixes)]
         self.tokenizer.truncation_side = "left"
         batch = self.tokenizer(
             texts, return_tensors="pt", padding=True, truncation=True, max_length=c.max_prompt_tokens,
@@ -89,10 +93,10 @@ class HFAgent(Agent):
         eos_ids = _eos_ids(self.model, self.tokenizer)
         elapsed = time.monotonic() - started
         outputs = []
-        for row, prompt_len in zip(completions.tolist(), prompt_lengths):
+        for row, prompt_len, prefix in zip(completions.tolist(), prompt_lengths, prefixes):
             length = next((i + 1 for i, t in enumerate(row) if t in eos_ids), len(row))
             kept = row[:length]
-            text = self.tokenizer.decode(kept, skip_special_tokens=True)
+            text = prefix + self.tokenizer.decode(kept, skip_special_tokens=True)
             finish = "stop" if kept and kept[-1] in eos_ids else "length"
             outputs.append(AgentOutput(text=text, prompt_tokens=int(prompt_len), completion_tokens=len(kept),
                                        latency_s=elapsed / len(prompts), extra={"finish_reason": finish}))

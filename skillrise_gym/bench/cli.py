@@ -4,6 +4,7 @@
     skillrise-bench --env webshop --agent openai --base-url http://127.0.0.1:8000/v1 --model Qwen/Qwen3-4B \\
         --K 1 2 4 6 --workers 2 --concurrency 8 --out runs/webshop-qwen
     skillrise-bench --env scienceworld --agent hf --model smollm2 --K 2 --mode repeat --out runs/sw-smol
+    skillrise-bench --env rulebook --agent hf --carry skill none reflect --K 1 3 --out runs/rb-carry
 
 Re-running a command with the same --out resumes it. Exit status: 0 done, 2 bad arguments or run
 directory, 3 the agent failed (resumable), 4 an environment failed, 130 interrupted (resumable).
@@ -42,6 +43,12 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--family", default=None, help="draw only from this task family")
     run.add_argument("--backend-option", action="append", default=[], metavar="KEY=VALUE",
                      help="backend keyword argument (VALUE parsed as JSON when it can be); repeatable")
+    run.add_argument("--carry", nargs="+", default=["skill"], metavar="MODE",
+                     help="what crosses from task to task: skill (the curated document), none (nothing, no "
+                     "curate turn), reflect (per-task reflections); several modes play the same sequences, "
+                     "each in OUT/carry-MODE/, compared side by side in OUT")
+    run.add_argument("--prompt-style", default=None, metavar="STYLE",
+                     help="full (reason, then answer) or compact (answer only; small models); default: the backend's")
     run.add_argument("--out", required=True, help="run directory (resumed when it exists)")
 
     exe = p.add_argument_group("execution")
@@ -136,7 +143,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             split=args.split, seed=args.seed, workers=args.workers, parallel=args.parallel,
             max_task_steps=args.max_task_steps, family=args.family,
             backend_options=parse_backend_options(args.backend_option), worker_timeout=args.worker_timeout,
-            progress=not args.no_progress, plots=not args.no_plots,
+            progress=not args.no_progress, plots=not args.no_plots, carry=args.carry,
+            prompt_style=args.prompt_style,
         )
         agent = make_agent(args, config.benchmark)
     except (ValueError, RunDirError) as exc:
@@ -166,7 +174,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if outcome.status == "interrupted":
         log(f"skillrise-bench: interrupted; re-run the same command to resume ({args.out}).")
         return EXIT_INTERRUPTED
-    log(f"results: {args.out}/summary.json, {args.out}/turns.jsonl")
+    records = outcome.summary.get("records") or {"skill": "turns.jsonl"}
+    log(f"results: {args.out}/summary.json, " + ", ".join(f"{args.out}/{path}" for path in records.values()))
     return EXIT_OK
 
 

@@ -8,7 +8,11 @@ Per K:
 - repeat mode: Pass@k for k = 1..K = the fraction of sequences solved in at least one of the first k
   attempts (the reference's cumulative success_rate[k]);
 - steps per task, invalid-format rate (agent calls whose answer lacked the expected tags), engine errors,
-  tokens in and out, agent time and sequence wall time.
+  tokens in and out, agent time and sequence wall time, between-task (curate/reflect) calls per sequence.
+
+Carry modes (`carry_differences`, `carry_table`): every mode plays the same sequences, so the difference of a
+mode from the reference mode (the first) is a paired one: per sequence, the difference of its mean success,
+bootstrapped over the sequences finished in both.
 """
 
 from __future__ import annotations
@@ -61,6 +65,7 @@ def summarize_block(results: Sequence[Mapping[str, Any]], K: int, mode: str, see
     calls = sum(r["calls"] for r in results)
     invalid = sum(r["invalid_format"] for r in results)
     solve_calls = sum(r.get("solve_calls", 0) for r in results)
+    curate_calls = sum(r.get("curate_calls", 0) for r in results)
     invalid_solve = sum(r.get("invalid_format_solve", 0) for r in results)
     block.update(
         success=_stat(success.mean(axis=1), seed),
@@ -70,6 +75,7 @@ def summarize_block(results: Sequence[Mapping[str, Any]], K: int, mode: str, see
         steps_per_task=_stat(steps.mean(axis=1), seed),
         steps_per_solved_task=float(steps[success > 0].mean()) if success.any() else None,
         agent_calls=int(calls),
+        curate_calls_per_sequence=curate_calls / n,
         invalid_format_rate=invalid / calls if calls else 0.0,
         invalid_format_rate_solve=invalid_solve / solve_calls if solve_calls else 0.0,
         engine_errors=int(sum(sum(1 for e in r["engine_errors"] if e) for r in results)),
@@ -99,11 +105,45 @@ def summarize(results: Sequence[Mapping[str, Any]], Ks: Sequence[int], mode: str
     }
 
 
+def paired_difference(results: Sequence[Mapping[str, Any]], reference: Sequence[Mapping[str, Any]],
+                      seed: int = 0) -> dict[str, Any]:
+    """Mean success of `results` minus that of `reference` (one K), over the sequences (draw indices) finished
+    in both, with a bootstrap CI of the per-sequence differences."""
+    mine = {r["index"]: r for r in results}
+    theirs = {r["index"]: r for r in reference}
+    common = sorted(set(mine) & set(theirs))
+    if not common:
+        return {"sequences": 0}
+    diffs = np.array([np.mean(np.asarray(mine[i]["success"], float)) - np.mean(np.asarray(theirs[i]["success"], float))
+                      for i in common])
+    return {"sequences": len(common), **_stat(diffs, seed)}
+
+
+def carry_differences(results: Mapping[str, Sequence[Mapping[str, Any]]], Ks: Sequence[int], reference: str,
+                      seed: int = 0) -> dict[str, Any]:
+    """Per carry mode other than `reference`, per K: `paired_difference` against the reference mode."""
+    base = results.get(reference, [])
+    out: dict[str, Any] = {"reference": reference, "by_carry": {}}
+    for mode, rows in results.items():
+        if mode == reference:
+            continue
+        out["by_carry"][mode] = [
+            {"K": K, **paired_difference([r for r in rows if r["K"] == K], [r for r in base if r["K"] == K], seed)}
+            for K in Ks
+        ]
+    return out
+
+
 def _fmt(stat: Mapping[str, Any] | None, digits: int = 2) -> str:
     if not stat:
         return "-"
     low, high = stat["ci"]
     return f"{stat['mean']:.{digits}f} [{low:.{digits}f}, {high:.{digits}f}]"
+
+
+def _fmt_signed(stat: Mapping[str, Any], digits: int = 2) -> str:
+    low, high = stat["ci"]
+    return f"{stat['mean']:+.{digits}f} [{low:+.{digits}f}, {high:+.{digits}f}]"
 
 
 def markdown_table(summary: Mapping[str, Any], title: str | None = None) -> str:
@@ -132,4 +172,45 @@ def markdown_table(summary: Mapping[str, Any], title: str | None = None) -> str:
             f"{b['sequence_wall_seconds']['mean']:.1f}",
         ]
         lines.append("| " + " | ".join(row) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def carry_table(summary: Mapping[str, Any], title: str | None = None) -> str:
+    """A Markdown table of several carry modes, one row per (K, carry mode), modes of one K together; with
+    more than one mode, the paired success difference from the reference (first) mode."""
+    repeat = summary["mode"] == "repeat"
+    modes = list(summary["by_carry"])
+    difference = summary.get("difference", {})
+    reference = difference.get("reference", modes[0] if modes else None)
+    header = ["K", "carry", "seqs", "success [95% CI]"]
+    if len(modes) > 1:
+        header.append(f"vs {reference} [95% CI]")
+    header += ["success by position", "score"]
+    if repeat:
+        header.append("Pass@k (k=1..K)")
+    header += ["between-task calls/seq", "steps/task", "invalid fmt", "tokens in/out", "engine err", "s/seq"]
+    lines = [f"### {title}", ""] if title else []
+    lines += ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
+    for K in summary["K"]:
+        for mode in modes:
+            block = next((b for b in summary["by_carry"][mode]["blocks"] if b["K"] == K), None)
+            if not block or not block["sequences"]:
+                lines.append("| " + " | ".join([str(K), mode, "0"] + ["-"] * (len(header) - 3)) + " |")
+                continue
+            row = [str(K), mode, str(block["sequences"]), _fmt(block["success"])]
+            if len(modes) > 1:
+                if mode == reference:
+                    row.append("-")
+                else:
+                    item = next((d for d in difference.get("by_carry", {}).get(mode, []) if d["K"] == K), None)
+                    row.append(_fmt_signed(item) if item and item.get("sequences") else "-")
+            row += [" / ".join(f"{p['mean']:.2f}" for p in block["success_by_position"]), f"{block['score']['mean']:.2f}"]
+            if repeat:
+                row.append(" / ".join(f"{p['mean']:.2f}" for p in block["pass_at_k"].values()))
+            row += [
+                f"{block['curate_calls_per_sequence']:.1f}", f"{block['steps_per_task']['mean']:.1f}",
+                f"{block['invalid_format_rate']:.1%}", f"{block['prompt_tokens']}/{block['completion_tokens']}",
+                str(block["engine_errors"]), f"{block['sequence_wall_seconds']['mean']:.1f}",
+            ]
+            lines.append("| " + " | ".join(row) + " |")
     return "\n".join(lines) + "\n"

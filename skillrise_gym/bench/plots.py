@@ -1,4 +1,5 @@
-"""PNG plots of a bench summary: success by task position (one line per K) and success against K.
+"""PNG plots of a bench summary: success by task position (one line per K) and success against K; for
+several carry modes, the same two side by side (one line per carry mode; one panel per K by position).
 
 matplotlib runs on the Agg backend (no display needed); figures are closed after saving.
 """
@@ -53,6 +54,72 @@ def plot_success_vs_K(summary: Mapping[str, Any], path: str | Path, title: str =
     ax.set_ylim(-0.02, 1.02)
     ax.grid(alpha=0.3)
     ax.set_title(title or "success against K (95% CI)")
+    return _save(fig, path)
+
+
+#: one colour and marker per carry mode, the same in every plot
+CARRY_STYLE = {"skill": ("tab:blue", "o"), "none": ("tab:gray", "s"), "reflect": ("tab:orange", "^")}
+
+
+def _carry_style(mode: str, n: int) -> tuple[str, str]:
+    return CARRY_STYLE.get(mode, (f"C{n % 10}", "D"))
+
+
+def _position_items(summary: Mapping[str, Any], block: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    return list(block["pass_at_k"].values()) if summary["mode"] == "repeat" else block["success_by_position"]
+
+
+def plot_carry_success_by_position(summary: Mapping[str, Any], path: str | Path, title: str = "") -> Path:
+    """One panel per K with finished sequences; in each, one line per carry mode (95% CI bars)."""
+    by_carry = summary["by_carry"]
+    Ks = [K for K in summary["K"]
+          if any(b["K"] == K and b["sequences"] for m in by_carry.values() for b in m["blocks"])] or summary["K"][:1]
+    fig, axes = plt.subplots(1, len(Ks), figsize=(1.5 + 3.2 * len(Ks), 4), dpi=100, sharey=True, squeeze=False)
+    modes = list(by_carry)
+    for ax, K in zip(axes[0], Ks):
+        for n, mode in enumerate(modes):
+            block = next((b for b in by_carry[mode]["blocks"] if b["K"] == K), None)
+            if not block or not block["sequences"]:
+                continue
+            means, err = _errors(_position_items(summary, block))
+            offset = (n - (len(modes) - 1) / 2) * 0.08  # modes side by side, not on top of each other
+            colour, marker = _carry_style(mode, n)
+            ax.errorbar([x + 1 + offset for x in range(len(means))], means, yerr=err, marker=marker, color=colour,
+                        capsize=3, label=f"{mode} (n={block['sequences']})")
+        ax.set_title(f"K={K}")
+        ax.set_xticks(range(1, K + 1))
+        ax.set_xlim(0.5, K + 0.5)
+        ax.set_xlabel("attempt k" if summary["mode"] == "repeat" else "task position")
+        ax.set_ylim(-0.02, 1.02)
+        ax.grid(alpha=0.3)
+        if ax.get_legend_handles_labels()[0]:
+            ax.legend(fontsize="small")
+    axes[0][0].set_ylabel("Pass@k" if summary["mode"] == "repeat" else "success rate")
+    fig.suptitle(title or "success by task position per carry mode (95% CI)", fontsize="medium")
+    return _save(fig, path)
+
+
+def plot_carry_success_vs_K(summary: Mapping[str, Any], path: str | Path, title: str = "") -> Path:
+    """Success over all positions against K, one line per carry mode (95% CI bars)."""
+    fig, ax = plt.subplots(figsize=(6, 4), dpi=100)
+    modes = list(summary["by_carry"])
+    for n, mode in enumerate(modes):
+        points = summary["by_carry"][mode]["success_vs_K"]
+        if not points:
+            continue
+        means, err = _errors(points)
+        offset = (n - (len(modes) - 1) / 2) * 0.06
+        colour, marker = _carry_style(mode, n)
+        ax.errorbar([p["K"] + offset for p in points], means, yerr=err, marker=marker, color=colour, capsize=3,
+                    label=mode)
+    ax.set_xticks(summary["K"])
+    ax.set_xlabel("K (tasks per sequence)")
+    ax.set_ylabel("success rate over all positions")
+    ax.set_ylim(-0.02, 1.02)
+    ax.grid(alpha=0.3)
+    ax.set_title(title or "success against K per carry mode (95% CI)", fontsize="medium")
+    if ax.get_legend_handles_labels()[0]:
+        ax.legend(title="carry")
     return _save(fig, path)
 
 

@@ -11,6 +11,14 @@ Top to bottom:
    the next sequence.
 4. Summaries: metrics with bootstrap CIs (summary.json), a Markdown table (summary.md and stdout), plots.
 
+Carry modes (`BenchConfig.carry`: what crosses from one task to the next, `prompts.CARRY_MODES`): the
+default, ``["skill"]`` alone, keeps the single-mode layout above. Several modes (or another single one) use
+`store.CarrySetDir`: the sequences are drawn once and every mode plays the same ones, each mode in its own
+`RunStore` under ``OUT/carry-<mode>/`` (resumed independently; a mode added later plays only itself), and
+the top of OUT gets the side-by-side summary (``by_carry``, and each mode's paired success difference from
+the first mode), table and plots. Trial ids are the same in every mode (they name the draw, not the mode);
+records say their mode in ``Turn.extra["carry"]`` and in each result line's ``carry``.
+
 Failures: a worker process that dies costs only the sequences in flight, which are replayed from their
 start (at most `max_attempts` times each). An `AgentError` (endpoint down after its retries) or Ctrl-C
 stops the run after writing the summary of what finished; re-running the same command resumes.
@@ -18,15 +26,17 @@ stops the run after writing the summary of what finished; re-running the same co
 
 from __future__ import annotations
 
+import json
 import time
 from collections import deque
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
+from skillrise_gym import prompts
 from skillrise_gym.agents.base import Agent, AgentError, AgentOutput
 from skillrise_gym.backends import backend_class
 from skillrise_gym.bench import metrics
-from skillrise_gym.bench.store import RunStore, trial_id
+from skillrise_gym.bench.store import CarrySetDir, RunStore, carry_dir_name, is_carry_set, trial_id
 from skillrise_gym.records import Turn
 from skillrise_gym.sequences import TaskSequence
 from skillrise_gym.vector import EnvPool, WorkerError, env_fn
@@ -36,6 +46,7 @@ ENVS = {
     "alfworld": "SkillRise-ALFWorld-v0",
     "webshop": "SkillRise-WebShop-v0",
     "scienceworld": "SkillRise-ScienceWorld-v0",
+    "rulebook": "SkillRise-Rulebook-v0",
     "toy": "toy",  # the unit-test backend; no gym id is registered for it
 }
 
@@ -60,6 +71,8 @@ class BenchConfig:
     max_attempts: int = 2  # plays of a sequence whose worker died before the run gives up
     progress: bool = True  # show a progress bar on stderr
     plots: bool = True  # write PNG plots
+    carry: list[str] = field(default_factory=lambda: ["skill"])  # carry modes, each measured on the same sequences
+    prompt_style: str | None = None  # prompts.STYLES; None: the backend's default
 
     def __post_init__(self) -> None:
         if self.env not in ENVS:
@@ -80,12 +93,37 @@ class BenchConfig:
         cls.check_split(self.split)
         self.max_task_steps = self.max_task_steps or cls.default_max_task_steps
         self.benchmark = cls.benchmark
+        carry = [self.carry] if isinstance(self.carry, str) else list(self.carry or [])
+        if not carry:
+            raise ValueError(f"--carry needs at least one mode ({', '.join(prompts.CARRY_MODES)})")
+        self.carry = list(dict.fromkeys(carry))  # order kept: the first mode is the reference of comparisons
+        for mode in self.carry:
+            try:
+                prompts.check_carry(mode, self.benchmark)
+            except ValueError as exc:
+                raise ValueError(f"--carry: {exc}") from None
+        if self.prompt_style is not None:
+            try:
+                prompts.check_style(self.prompt_style)
+            except ValueError as exc:
+                raise ValueError(f"--prompt-style: {exc}") from None
+        #: the style the prompts use (the backend's default unless --prompt-style names one)
+        self.style = self.prompt_style or cls.prompt_style
 
-    def identity(self, agent: Agent) -> dict[str, Any]:
-        """What makes two runs comparable sequence by sequence (K and N may grow on a resume)."""
-        return {"env": self.env, "split": self.split, "mode": self.mode, "seed": self.seed,
-                "max_task_steps": self.max_task_steps, "family": self.family,
-                "backend_options": self.backend_options, "agent": agent.describe()}
+    @property
+    def single_mode(self) -> bool:
+        """The layout of before carry modes: the default carry alone, in a directory not holding several."""
+        return self.carry == ["skill"] and not is_carry_set(self.out)
+
+    def identity(self, agent: Agent, carry: str | None = None) -> dict[str, Any]:
+        """What makes two runs comparable sequence by sequence (K and N may grow on a resume); with `carry`,
+        one carry mode's run (without: what the modes of one run directory share)."""
+        identity = {"env": self.env, "split": self.split, "mode": self.mode, "seed": self.seed,
+                    "max_task_steps": self.max_task_steps, "family": self.family,
+                    "backend_options": self.backend_options, "prompt_style": self.style, "agent": agent.describe()}
+        if carry is not None:
+            identity["carry"] = carry
+        return identity
 
 
 @dataclass
@@ -115,52 +153,70 @@ class _Flight:
         return trial_id(self.sequence.id, self.index)
 
 
+Plan = dict[int, list[TaskSequence]]
+
+
 class BenchRunner:
-    def __init__(self, config: BenchConfig, agent: Agent, log: Callable[[str], None] | None = None) -> None:
+    """One carry mode (`carry`, default the config's first) played into one `RunStore` (default: config.out)."""
+
+    def __init__(self, config: BenchConfig, agent: Agent, log: Callable[[str], None] | None = None,
+                 carry: str | None = None, store: RunStore | None = None) -> None:
         self.config = config
         self.agent = agent
         self.log = log or (lambda message: None)
-        self.store = RunStore(config.out, config.identity(agent))
+        self.carry = carry or config.carry[0]
+        self.single = store is None  # the single-mode layout: the store is OUT itself
+        self.store = store or RunStore(config.out, config.identity(agent, self.carry))
         self._bar: Any = None
         self.session = {"sequences": 0, "started": time.monotonic()}
 
     # ----------------------------------------------------------------- top level
-    def run(self) -> BenchOutcome:
-        c = self.config
+    def run(self, plan: Plan | None = None) -> BenchOutcome:
         self.store.open()
         try:
-            status, message = "complete", ""
-            try:
-                if any(self.store.repaired.values()):
-                    self.log(f"resuming {c.out}: dropped unfinished records {self.store.repaired}")
-                plan = {K: self.draw(K) for K in c.K}
-                total = len(c.K) * c.num_sequences
-                done = sum(1 for K in c.K for i in range(c.num_sequences) if self.store.is_done(K, i))
-                if done:
-                    self.log(f"resuming {c.out}: {done} of {total} sequences already finished")
-                self._open_bar(total, done)
-                for K, sequences in plan.items():
-                    todo = [(i, s) for i, s in enumerate(sequences) if not self.store.is_done(K, i)]
-                    if todo:
-                        self._play(K, todo)
-            except AgentError as exc:
-                status, message = "agent_error", f"the agent failed: {exc}"
-            except KeyboardInterrupt:
-                status, message = "interrupted", "interrupted"
-            except Exception as exc:
-                # an env or worker failure: summarise what finished, then let the caller report it
-                if self.store.results:
-                    self._finish("error", f"{type(exc).__name__}: {exc}")
-                raise
-            finally:
-                if self._bar is not None:
-                    self._bar.close()
+            status, message = self.play(plan)
             return self._finish(status, message)
         finally:
             self.store.close()
 
+    def play(self, plan: Plan | None = None) -> tuple[str, str]:
+        """Play this mode's unfinished sequences of `plan` (drawn when None) into the open store: returns
+        (status, message); an env or worker failure is raised after the summary of what finished is written."""
+        c = self.config
+        where = self.store.dir
+        try:
+            if any(self.store.repaired.values()):
+                self.log(f"resuming {where}: dropped unfinished records {self.store.repaired}")
+            plan = plan if plan is not None else self.draw_all()
+            total = len(c.K) * c.num_sequences
+            done = sum(1 for K in c.K for i in range(c.num_sequences) if self.store.is_done(K, i))
+            if done:
+                self.log(f"resuming {where}: {done} of {total} sequences already finished")
+            self._open_bar(total, done)
+            for K in c.K:
+                todo = [(i, s) for i, s in enumerate(plan[K]) if not self.store.is_done(K, i)]
+                if todo:
+                    self._play(K, todo)
+        except AgentError as exc:
+            return "agent_error", f"the agent failed: {exc}"
+        except KeyboardInterrupt:
+            return "interrupted", "interrupted"
+        except Exception as exc:
+            # an env or worker failure: summarise what finished, then let the caller report it
+            if self.store.results:
+                self._finish("error", f"{type(exc).__name__}: {exc}")
+            raise
+        finally:
+            if self._bar is not None:
+                self._bar.close()
+                self._bar = None
+        return "complete", ""
+
+    def draw_all(self) -> Plan:
+        return {K: self.draw(K) for K in self.config.K}
+
     def draw(self, K: int) -> list[TaskSequence]:
-        """The N sequences of this K: the same for every agent and every re-run (same seed)."""
+        """The N sequences of this K: the same for every agent, every carry mode and every re-run (same seed)."""
         env = env_fn(ENVS[self.config.env], **self._env_kwargs(K))()
         try:
             return env.unwrapped.sampler().sequences(self.config.num_sequences, self.config.seed)
@@ -170,7 +226,8 @@ class BenchRunner:
     def _env_kwargs(self, K: int) -> dict[str, Any]:
         c = self.config
         kwargs: dict[str, Any] = {"K": K, "split": c.split, "mode": c.mode, "max_task_steps": c.max_task_steps,
-                                  "family": c.family, "backend_options": dict(c.backend_options)}
+                                  "family": c.family, "backend_options": dict(c.backend_options),
+                                  "carry": self.carry, "prompt_style": c.style}
         if self.agent.needs_expert_info:
             kwargs["expert_in_info"] = True
         if self.agent.needs_admissible:
@@ -269,7 +326,7 @@ class BenchRunner:
         observation, reward, _terminated, _truncated, info = reply
         role = info["role"]
         extra: dict[str, Any] = {"K": flight.K, "index": flight.index, "mode": self.config.mode,
-                                 "latency_s": round(out.latency_s, 4)}
+                                 "carry": self.carry, "latency_s": round(out.latency_s, 4)}
         if info.get("invalid_action"):
             extra["invalid_action"] = info["invalid_action"]
         if out.extra:
@@ -307,6 +364,7 @@ class BenchRunner:
             "trial_id": flight.trial_id,
             "family": flight.sequence.family,
             "mode": self.config.mode,
+            "carry": self.carry,
             "task_ids": [t.id for t in flight.sequence.tasks],
             "success": [bool(t["success"]) for t in tasks],
             "score": [float(t["score"]) for t in tasks],
@@ -344,31 +402,37 @@ class BenchRunner:
             return
         from tqdm import tqdm
 
-        self._bar = tqdm(total=total, initial=done, desc=f"{self.config.env}/{self.agent.name}", unit="seq",
-                         dynamic_ncols=True)
+        desc = f"{self.config.env}/{self.agent.name}" + ("" if self.config.single_mode else f"/{self.carry}")
+        self._bar = tqdm(total=total, initial=done, desc=desc, unit="seq", dynamic_ncols=True)
         if done:
             self._bar.set_postfix_str(f"success={self._running_success():.3f}")
 
-    def _finish(self, status: str, message: str) -> BenchOutcome:
+    def summary(self, status: str) -> dict[str, Any]:
+        """This mode's summary: metrics of the requested finished sequences, and what was run."""
         c = self.config
         results = self._requested()
         summary = metrics.summarize(results, c.K, c.mode, seed=c.seed)
-        elapsed = time.monotonic() - self.session["started"]
         summary.update(
             env=c.env, benchmark=c.benchmark, split=c.split, agent=self.agent.describe(), seed=c.seed,
-            num_sequences=c.num_sequences, K=c.K, max_task_steps=c.max_task_steps, status=status,
-            finished=len(results), requested=len(c.K) * c.num_sequences,
-            session={"sequences": self.session["sequences"], "wall_s": round(elapsed, 3),
-                     "sequences_per_minute": round(60 * self.session["sequences"] / elapsed, 3) if elapsed else None,
-                     "workers": c.workers},
+            num_sequences=c.num_sequences, K=c.K, max_task_steps=c.max_task_steps, carry=self.carry,
+            prompt_style=c.style, status=status, finished=len(results), requested=len(c.K) * c.num_sequences,
+            session=_session(self.session["sequences"], time.monotonic() - self.session["started"], c.workers),
         )
-        title = f"{c.env} / {self.agent.name} / {c.mode} / split {c.split} / seed {c.seed}"
-        table = metrics.markdown_table(summary, title)
-        import json
+        return summary
 
+    def _finish(self, status: str, message: str) -> BenchOutcome:
+        c = self.config
+        summary = self.summary(status)
+        single = self.single
+        title = f"{c.env} / {self.agent.name} / {c.mode} / split {c.split} / seed {c.seed}"
+        if not single or self.carry != "skill":
+            title = f"{c.env} / {self.agent.name} / {c.mode} / carry {self.carry} / split {c.split} / seed {c.seed}"
+        table = metrics.markdown_table(summary, title)
+        if single:
+            summary["by_carry"] = {self.carry: dict(summary)}
         self.store.write_text("summary.json", json.dumps(summary, indent=2) + "\n")
         self.store.write_text("summary.md", table)
-        if c.plots and results:
+        if single and c.plots and summary["finished"]:  # several modes: the plots are drawn at the top
             from skillrise_gym.bench import plots
 
             plots.plot_success_by_position(summary, self.store.dir / "success_by_position.png", title=title)
@@ -376,5 +440,88 @@ class BenchRunner:
         return BenchOutcome(summary=summary, table=table, status=status, message=message)
 
 
+def _session(sequences: int, elapsed: float, workers: int) -> dict[str, Any]:
+    return {"sequences": sequences, "wall_s": round(elapsed, 3),
+            "sequences_per_minute": round(60 * sequences / elapsed, 3) if elapsed else None, "workers": workers}
+
+
+class CarrySetRunner:
+    """Several carry modes on the same drawn sequences: one `BenchRunner` per mode, each into its own store
+    under OUT/carry-<mode>/ (all opened first, so a mismatching directory is refused before anything is
+    played), then the side-by-side summary at the top of OUT."""
+
+    def __init__(self, config: BenchConfig, agent: Agent, log: Callable[[str], None] | None = None) -> None:
+        self.config = config
+        self.agent = agent
+        self.log = log or (lambda message: None)
+        self.dir = CarrySetDir(config.out, config.identity(agent), lambda mode: config.identity(agent, mode), self.log)
+        self.runners = {mode: BenchRunner(config, agent, self.log, carry=mode, store=self.dir.member(mode))
+                        for mode in config.carry}
+        self.started = time.monotonic()
+
+    def run(self) -> BenchOutcome:
+        self.dir.open()
+        opened: list[BenchRunner] = []
+        try:
+            for runner in self.runners.values():
+                runner.store.open()
+                opened.append(runner)
+            status, message = "complete", ""
+            try:
+                plan = next(iter(self.runners.values())).draw_all()  # drawn once: every mode plays these
+                for runner in self.runners.values():
+                    runner_status, runner_message = runner.play(plan)
+                    if runner_status != "complete":
+                        status, message = runner_status, runner_message
+                        break
+            except Exception as exc:
+                self._finish("error", f"{type(exc).__name__}: {exc}")
+                raise
+            return self._finish(status, message)
+        finally:
+            for runner in opened:
+                runner.store.close()
+            self.dir.close()
+
+    def _finish(self, status: str, message: str) -> BenchOutcome:
+        c = self.config
+        by_carry = {}
+        for mode, runner in self.runners.items():
+            member = runner.summary(status)
+            if member["finished"] == member["requested"]:
+                member["status"] = "complete"
+            by_carry[mode] = member
+            table = metrics.markdown_table(member, f"{c.env} / {self.agent.name} / {c.mode} / carry {mode}")
+            runner.store.write_text("summary.json", json.dumps(member, indent=2) + "\n")
+            runner.store.write_text("summary.md", table)
+        results = {mode: runner._requested() for mode, runner in self.runners.items()}
+        sequences = sum(r.session["sequences"] for r in self.runners.values())
+        summary: dict[str, Any] = {
+            "layout": "carry", "carry": c.carry, "mode": c.mode, "env": c.env, "benchmark": c.benchmark,
+            "split": c.split, "agent": self.agent.describe(), "seed": c.seed, "num_sequences": c.num_sequences,
+            "K": c.K, "max_task_steps": c.max_task_steps, "prompt_style": c.style, "status": status,
+            "finished": sum(m["finished"] for m in by_carry.values()),
+            "requested": sum(m["requested"] for m in by_carry.values()),
+            "confidence": metrics.CONFIDENCE, "bootstrap_samples": metrics.BOOTSTRAP_SAMPLES,
+            "session": _session(sequences, time.monotonic() - self.started, c.workers),
+            "records": {mode: f"{carry_dir_name(mode)}/turns.jsonl" for mode in c.carry},
+            "by_carry": by_carry,
+            "difference": metrics.carry_differences(results, c.K, c.carry[0], seed=c.seed),
+        }
+        title = f"{c.env} / {self.agent.name} / {c.mode} / split {c.split} / seed {c.seed} / {c.style} prompts"
+        table = metrics.carry_table(summary, title)
+        self.dir.write_text("summary.json", json.dumps(summary, indent=2) + "\n")
+        self.dir.write_text("summary.md", table)
+        if c.plots and summary["finished"]:
+            from skillrise_gym.bench import plots
+
+            plots.plot_carry_success_by_position(summary, self.dir.dir / "success_by_position.png", title=title)
+            plots.plot_carry_success_vs_K(summary, self.dir.dir / "success_vs_K.png", title=title)
+        return BenchOutcome(summary=summary, table=table, status=status, message=message)
+
+
 def run_bench(config: BenchConfig, agent: Agent, log: Callable[[str], None] | None = None) -> BenchOutcome:
-    return BenchRunner(config, agent, log).run()
+    """Run (or resume) a bench: the single-mode layout for the default carry, else one sub-run per carry mode."""
+    if config.single_mode:
+        return BenchRunner(config, agent, log).run()
+    return CarrySetRunner(config, agent, log).run()

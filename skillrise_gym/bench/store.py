@@ -1,11 +1,22 @@
 """The run directory of `skillrise-bench`: manifest, transitions, per-sequence results; resumable.
 
-Layout of ``DIR``::
+Layout of ``DIR`` (one carry mode; `RunStore`)::
 
-    manifest.json     what this run measures (env, split, mode, seed, agent identity...); never secrets
+    manifest.json     what this run measures (env, split, mode, carry, prompt style, seed, agent identity...);
+                      never secrets
     turns.jsonl       one `records.Turn` per agent call, whole sequences at a time
     results.jsonl     one line per finished sequence: its completion marker and per-task outcome
     summary.json, summary.md, success_by_position.png, success_vs_K.png   (rewritten at the end)
+
+Several carry modes (`CarrySetDir`)::
+
+    carry.json        what the modes share (the identity without the carry mode)
+    carry-<mode>/     one RunStore per carry mode (manifest, turns, results, its own summary.json and .md)
+    summary.json, summary.md, success_by_position.png, success_vs_K.png   (all modes side by side)
+
+A single-mode run directory (the default carry "skill") that is later asked for more modes is adopted: its
+manifest, turns and results move into ``carry-skill/`` (carry.json is written first, so an adoption cut
+short by a kill is finished by the next start), and the finished sequences are kept.
 
 Why this is safe to kill: a finished sequence is committed with one append of all its turns (fsynced),
 then one append of its result line (fsynced). On open, turns without a result line (a sequence killed
@@ -20,18 +31,23 @@ import fcntl
 import json
 import os
 from pathlib import Path
-from typing import Any, Iterable, Mapping
+from typing import Any, Callable, Iterable, Mapping
 
 from skillrise_gym.backends.base import SkillRiseError
 from skillrise_gym.paths import atomic_write
+from skillrise_gym.prompts import CARRY_MODES
 from skillrise_gym.records import Turn
 
 TOOL = "skillrise-bench"
 STORE_VERSION = 1
 MANIFEST, TURNS, RESULTS, LOCK = "manifest.json", "turns.jsonl", "results.jsonl", ".lock"
+CARRY_MANIFEST = "carry.json"
 #: files a run directory may hold; anything else in a directory without a manifest makes it "foreign"
 OUTPUTS = {MANIFEST, TURNS, RESULTS, LOCK, "summary.json", "summary.md", "success_by_position.png",
            "success_vs_K.png"}
+#: identity keys added after run directories already existed, and the value they had before (a manifest
+#: without the key was written by a run that used that value, so it still resumes)
+LEGACY_IDENTITY = {"carry": "skill", "prompt_style": "full"}
 
 
 class RunDirError(SkillRiseError, ValueError):
@@ -40,6 +56,27 @@ class RunDirError(SkillRiseError, ValueError):
 
 def result_key(K: int, index: int) -> tuple[int, int]:
     return int(K), int(index)
+
+
+def carry_dir_name(carry: str) -> str:
+    return f"carry-{carry}"
+
+
+def is_carry_set(out: str | os.PathLike) -> bool:
+    """Whether `out` is a several-carry-modes run directory (it holds carry.json)."""
+    return (Path(out).expanduser() / CARRY_MANIFEST).exists()
+
+
+def identity_differences(existing: Mapping[str, Any], identity: Mapping[str, Any]) -> list[str]:
+    """Human-readable differences between a stored identity and the current one (see `LEGACY_IDENTITY`)."""
+    def value(data: Mapping[str, Any], key: str) -> Any:
+        return data.get(key, LEGACY_IDENTITY.get(key))
+
+    return [
+        f"{key}: {value(existing, key)!r} in the directory, {value(identity, key)!r} now"
+        for key in sorted(set(existing) | set(identity))
+        if value(existing, key) != value(identity, key)
+    ]
 
 
 def trial_id(sequence_id: str, index: int) -> str:
@@ -72,54 +109,13 @@ class RunStore:
         return self
 
     def _prepare_dir(self) -> None:
-        path = self.dir
-        if path.exists() and not path.is_dir():
-            raise RunDirError(f"--out {path} exists and is not a directory")
-        try:
-            path.mkdir(parents=True, exist_ok=True)
-            entries = {p.name for p in path.iterdir()}
-        except PermissionError as exc:
-            raise RunDirError(f"--out {path} cannot be read or created: {exc.strerror}") from None
-        if not os.access(path, os.W_OK | os.X_OK):
-            raise RunDirError(f"--out {path} is not writable")
-        if MANIFEST not in entries:
-            foreign = sorted(entries - OUTPUTS)
-            if foreign or (entries & {TURNS, RESULTS}):
-                shown = ", ".join(foreign[:5] or sorted(entries)[:5])
-                raise RunDirError(
-                    f"--out {path} is not empty and is not a {TOOL} run directory (no {MANIFEST}; it holds "
-                    f"{shown}). Choose a new or empty directory."
-                )
+        _prepare_dir(self.dir, MANIFEST, OUTPUTS)
 
     def _lock(self) -> None:
-        handle = open(self.dir / LOCK, "a+")
-        try:
-            fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:
-            handle.close()
-            raise RunDirError(f"another {TOOL} process is writing to {self.dir}; wait for it or choose another --out") from None
-        self._lock_handle = handle
+        self._lock_handle = _lock(self.dir)
 
     def _check_manifest(self, path: Path) -> None:
-        try:
-            manifest = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, ValueError) as exc:
-            raise RunDirError(f"{path} is unreadable ({exc}); this directory cannot be resumed, choose another --out") from None
-        if not isinstance(manifest, dict) or manifest.get("tool") != TOOL:
-            raise RunDirError(f"{path} was not written by {TOOL}; choose another --out")
-        if manifest.get("store_version", 0) > STORE_VERSION:
-            raise RunDirError(f"{path} was written by a newer {TOOL}; upgrade or choose another --out")
-        existing = manifest.get("identity", {})
-        differences = [
-            f"{key}: {existing.get(key)!r} in the directory, {self.identity.get(key)!r} now"
-            for key in sorted(set(existing) | set(self.identity))
-            if existing.get(key) != self.identity.get(key)
-        ]
-        if differences:
-            raise RunDirError(
-                f"{self.dir} holds a run with different arguments:\n  " + "\n  ".join(differences)
-                + "\nRe-run with the directory's arguments to resume it, or choose another --out."
-            )
+        _check_manifest(path, self.dir, self.identity)
 
     def _load_results(self) -> None:
         path = self.dir / RESULTS
@@ -174,6 +170,125 @@ class RunStore:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+class CarrySetDir:
+    """A run directory holding several carry modes: carry.json, one `RunStore` per mode in carry-<mode>/, and
+    the side-by-side summaries at the top (see the module docstring)."""
+
+    def __init__(self, out: str | os.PathLike, identity: Mapping[str, Any],
+                 member_identity: Callable[[str], Mapping[str, Any]], log: Callable[[str], None] | None = None) -> None:
+        self.dir = Path(out).expanduser()
+        self.identity = json.loads(json.dumps(dict(identity)))
+        self.member_identity = member_identity
+        self.log = log or (lambda message: None)
+        self._lock_handle = None
+
+    def open(self) -> "CarrySetDir":
+        allowed = OUTPUTS | {CARRY_MANIFEST} | {carry_dir_name(mode) for mode in CARRY_MODES}
+        _prepare_dir(self.dir, MANIFEST, allowed, also_manifest=CARRY_MANIFEST)
+        self._lock_handle = _lock(self.dir)
+        try:
+            marker = self.dir / CARRY_MANIFEST
+            flat = self.dir / MANIFEST
+            if flat.exists():  # a single-mode run (carry skill): refused now if it measured something else
+                _check_manifest(flat, self.dir, json.loads(json.dumps(dict(self.member_identity("skill")))))
+            if marker.exists():
+                _check_manifest(marker, self.dir, self.identity)
+            else:
+                atomic_write(marker, json.dumps({"tool": TOOL, "store_version": STORE_VERSION, "layout": "carry",
+                                                 "identity": self.identity}, indent=2) + "\n", fsync=True)
+            if flat.exists():
+                self._adopt_single_mode_run()
+        except BaseException:
+            self.close()
+            raise
+        return self
+
+    def _adopt_single_mode_run(self) -> None:
+        """Move the single-mode run's records into carry-skill/ (manifest last: each rename is atomic, and a
+        kill in between leaves the manifest at the top, so the next start finishes the move)."""
+        target = self.dir / carry_dir_name("skill")
+        if (target / MANIFEST).exists():
+            raise RunDirError(f"{self.dir} holds a single-mode run and {target} as well; move one of them away")
+        target.mkdir(exist_ok=True)
+        for name in (TURNS, RESULTS, MANIFEST):
+            if (self.dir / name).exists():
+                os.replace(self.dir / name, target / name)
+        _fsync_dir(target)
+        _fsync_dir(self.dir)
+        self.log(f"{self.dir}: the single-mode run (carry skill) moved into {target} to sit beside the other modes")
+
+    def member(self, carry: str) -> RunStore:
+        return RunStore(self.dir / carry_dir_name(carry), self.member_identity(carry))
+
+    def write_text(self, name: str, text: str) -> Path:
+        path = self.dir / name
+        atomic_write(path, text, fsync=True)
+        return path
+
+    def close(self) -> None:
+        if self._lock_handle is not None:
+            fcntl.flock(self._lock_handle.fileno(), fcntl.LOCK_UN)
+            self._lock_handle.close()
+            self._lock_handle = None
+
+
+def _prepare_dir(path: Path, manifest: str, allowed: set[str], also_manifest: str | None = None) -> None:
+    """Create `path` or check that it is a run directory (it has `manifest` or `also_manifest`, or holds only
+    files a run writes), writable."""
+    if path.exists() and not path.is_dir():
+        raise RunDirError(f"--out {path} exists and is not a directory")
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        entries = {p.name for p in path.iterdir()}
+    except PermissionError as exc:
+        raise RunDirError(f"--out {path} cannot be read or created: {exc.strerror}") from None
+    if not os.access(path, os.W_OK | os.X_OK):
+        raise RunDirError(f"--out {path} is not writable")
+    if manifest not in entries and (also_manifest is None or also_manifest not in entries):
+        foreign = sorted(entries - allowed)
+        if foreign or (entries & {TURNS, RESULTS}):
+            shown = ", ".join(foreign[:5] or sorted(entries)[:5])
+            raise RunDirError(
+                f"--out {path} is not empty and is not a {TOOL} run directory (no {manifest}; it holds "
+                f"{shown}). Choose a new or empty directory."
+            )
+
+
+def _lock(path: Path) -> Any:
+    handle = open(path / LOCK, "a+")
+    try:
+        fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        handle.close()
+        raise RunDirError(f"another {TOOL} process is writing to {path}; wait for it or choose another --out") from None
+    return handle
+
+
+def _check_manifest(path: Path, run_dir: Path, identity: Mapping[str, Any]) -> None:
+    try:
+        manifest = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise RunDirError(f"{path} is unreadable ({exc}); this directory cannot be resumed, choose another --out") from None
+    if not isinstance(manifest, dict) or manifest.get("tool") != TOOL:
+        raise RunDirError(f"{path} was not written by {TOOL}; choose another --out")
+    if manifest.get("store_version", 0) > STORE_VERSION:
+        raise RunDirError(f"{path} was written by a newer {TOOL}; upgrade or choose another --out")
+    differences = identity_differences(manifest.get("identity", {}), identity)
+    if differences:
+        raise RunDirError(
+            f"{run_dir} holds a run with different arguments:\n  " + "\n  ".join(differences)
+            + "\nRe-run with the directory's arguments to resume it, or choose another --out."
+        )
+
+
+def _fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 def _read_lines(path: Path) -> tuple[list[dict[str, Any]], int]:
