@@ -340,7 +340,9 @@ def _compact_solve(prof: Profile, skill_document: str, task: str, observation: s
         actions = " | ".join(admissible_actions)
     else:
         actions = action_help or "(the commands the environment understands)"
-    example = admissible_actions[0] if admissible_actions else prof.action_example
+    # the example answer is a concrete action: small models copy it, so never a template like search[<your query>]
+    concrete = [a for a in admissible_actions or () if "<" not in a]
+    example = concrete[0] if concrete else prof.action_example
     return COMPACT_SOLVE_TEMPLATE.format(
         example=example,
         agent_role=prof.agent_role,

@@ -207,7 +207,36 @@ def run(config: TrainConfig) -> dict[str, Any]:
         "evaluations": evaluations,
     }
     print(f"done: {summary['steps']} steps in {summary['wall_seconds']} s; outputs in {out}/", flush=True)
+    report = run_report(out / "turns.jsonl")
+    if report:
+        summary["report"] = report
+        print(
+            f"what the run did: {report['solve_turns']} solve turns, {report['solve_format_valid']:.0%} well-formed "
+            f"(<action> tags), {report['tasks']} tasks ended with mean score {report['mean_score']:.2f} and "
+            f"success {report['success']:.0%}; {report['curate_turns']} curate turns, "
+            f"{report['curate_format_valid']:.0%} well-formed. Every turn: {out / 'turns.jsonl'}; per step: "
+            f"{out / 'metrics.jsonl'}. What learning across tasks looks like: benchmarks/transfer_experiment.py "
+            "(README, 'Transfer').", flush=True)
     return summary
+
+
+def run_report(turns_path: Path) -> dict[str, Any] | None:
+    """What a run did, from its turns.jsonl: well-formed rates by role, tasks ended, mean score, success."""
+    from skillrise_gym.records import read_turns
+
+    if not turns_path.exists():
+        return None
+    turns = list(read_turns(turns_path))
+    solve = [t for t in turns if t.role == "solve"]
+    curate = [t for t in turns if t.role == "curate"]
+    ended = [t for t in solve if t.task_done]
+    rate = lambda items: sum(t.format_valid for t in items) / len(items) if items else 0.0  # noqa: E731
+    return {
+        "solve_turns": len(solve), "curate_turns": len(curate),
+        "solve_format_valid": rate(solve), "curate_format_valid": rate(curate),
+        "tasks": len(ended), "mean_score": sum(t.score for t in ended) / len(ended) if ended else 0.0,
+        "success": sum(t.success for t in ended) / len(ended) if ended else 0.0,
+    }
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -1,18 +1,23 @@
-"""A supervised warm start that teaches the answer FORMAT and nothing about any task's solution.
+"""A supervised warm start that teaches the answer format and to follow the document, and no task's solution.
 
 A randomly initialised model (the tiny test model) never emits a well-formed action, so every return is 0
-and RL has no gradient. Before RL, `warm_start` fine-tunes the policy on format-only targets collected by
-playing training sequences with a format agent:
+and RL has no gradient. Before RL, `warm_start` fine-tunes the policy on targets collected by playing
+training sequences with a format agent that knows nothing about what is right:
 
-- SOLVE turn:  ``<action>A</action>`` with A drawn uniformly from the admissible actions;
-- CURATE turn: ``<skill>w_1 ... w_n</skill>`` with 1-3 words copied at random (uniformly, with repeats)
-  from the finished task's last observation.
+- SOLVE turn:  ``<action>A</action>``: the admissible action the current document names (most words in
+  common with the document, not counting words every action shares), or, when it names none, one drawn
+  uniformly. This is "read your notes", the behaviour any instruction-tuned model brings; it carries no rule,
+  because the documents it is trained on are random words.
+- CURATE turn: ``<skill>C</skill>`` with C one clause copied at random (uniformly) from the finished task's
+  trajectory: its actions and the observations that followed, cut at sentence and clause marks (. , : ; ! ?).
 
-Neither target depends on what is right: the action is a uniform guess (success stays at 1/N) and the
-document is random words, so the warm-started policy is still at chance at every position of the transfer
-probe. What it has learnt is to answer inside the tags and to copy words into a document; which words carry
-knowledge, and that a solve turn should read them, is left to RL. Targets end with the tokenizer's end of
-sequence token so that generation stops after the closing tag.
+Which words a document should keep is left to RL, and only curate credit can teach it: a solve turn that
+follows a document is right only when the document holds the rule. The warm-started policy is near chance
+(a random document names the right bin now and then: the bench measures it as the "untrained" policy).
+Why the solve side is taught to follow the document: with random-admissible solve targets alone, the tiny
+model did not learn to read its document within a few hundred RL steps (measured; docs/rulebook.md), and the
+suite's learning test must finish in minutes. Targets end with the tokenizer's end of sequence token so
+that generation stops after the closing tag.
 """
 
 from __future__ import annotations
@@ -43,14 +48,36 @@ def format_examples(env: Any, sequences: int, seed: int = 0) -> list[Example]:
                 actions = list(obs["admissible_actions"])
                 if not actions:
                     raise ValueError(f"{base.benchmark}: the format warm start needs admissible actions")
-                target = f"<action>{actions[int(rng.integers(len(actions)))]}</action>"
+                named = named_action(actions, str(obs["skill_document"]))
+                choice = named if named is not None else actions[int(rng.integers(len(actions)))]
+                target = f"<action>{choice}</action>"
             else:
-                words = base.records[-1].observation.split() or ["none"]
-                picks = rng.integers(len(words), size=int(rng.integers(1, 4)))
-                target = "<skill>" + " ".join(words[int(i)] for i in picks) + "</skill>"
+                clauses = trajectory_clauses(base.records[-1].history) or ["none"]
+                target = "<skill>" + clauses[int(rng.integers(len(clauses)))] + "</skill>"
             examples.append(Example(str(obs["prompt"]), target, str(obs.get("answer_prefix") or "")))
             obs, _reward, done, _truncated, _info = env.step(target)
     return examples
+
+
+def trajectory_clauses(history: Sequence[Any]) -> list[str]:
+    """The clauses of a task's actions and observations, in order (cut at . , : ; ! ? and newlines)."""
+    import re
+
+    text = "\n".join(f"{step.action}\n{step.observation}" for step in history)
+    return [c.strip() for c in re.split(r"[.,:;!?\n]+", text) if c.strip()]
+
+
+def named_action(actions: Sequence[str], document: str) -> str | None:
+    """The admissible action the document names: most words in common with it, ignoring words that every
+    action has; None when no action is named (or several tie)."""
+    words = [set(a.lower().split()) for a in actions]
+    shared = set.intersection(*words) if words else set()
+    present = set(document.lower().replace(".", " ").replace(",", " ").split())
+    scores = [len((w - shared) & present) for w in words]
+    best = max(scores, default=0)
+    if best == 0 or scores.count(best) > 1:
+        return None
+    return actions[scores.index(best)]
 
 
 def warm_start(

@@ -209,3 +209,16 @@ def test_several_updates_per_rollout_use_the_sampling_policy_as_old_policy(tmp_p
     # the second update of a rollout sees a moved policy: the ratio leaves 1 and the clip engages
     assert max(m["clip_ratio/region_mean"] for m in metrics) > 0
     assert (out / "checkpoint-2").is_dir() and (out / "checkpoint-4").is_dir()
+
+
+def test_the_run_ends_with_what_it_did(tmp_path, capsys):
+    out = tmp_path / "report"
+    assert main(["--env", "rulebook", *TINY, "--K", "2", "--G", "2", "--steps", "1", "--max-task-steps", "1",
+                 "--output-dir", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert "what the run did: 4 solve turns" in printed and "2 curate turns" in printed
+    assert "transfer_experiment.py" in printed
+    from skillrise_train.cli import run_report
+
+    report = run_report(out / "turns.jsonl")
+    assert report["solve_turns"] == 4 and report["tasks"] == 4 and 0.0 <= report["solve_format_valid"] <= 1.0

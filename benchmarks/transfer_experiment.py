@@ -1,0 +1,330 @@
+"""The transfer experiment: does SkillRise's decoupled credit teach a policy to carry rules across tasks?
+
+Arms, trained with the same seed and step budget on the training families of the transfer probe
+(SkillRise-Rulebook-v0, skillrise_gym/backends/rulebook.py):
+
+    skillrise       solve turns credited with their task's reward, curate turns with later tasks' rewards
+    own             curate turns credited with their own task's reward (the coupled ablation)
+    none            curate turns generated, not trained
+    grpo            independent single-task episodes, no document (the baseline)
+
+plus the untrained policy (the format warm start alone: answers in the tags, knows no rule). Every policy is
+then evaluated through the bench runner (`skillrise-bench`'s code path) on held-out families (the probe's
+test split: other rules, and words never seen in training) at K = 1, 2, 4, 6 and every carry mode (skill,
+none, reflect), on the same pinned sequences. Outputs (benchmarks/results/):
+
+    transfer_experiment.json         configuration, wall time, learning curves, evaluation tables with 95% CIs
+    transfer_learning_curves.png     training success at positions 0 and 1 per arm
+    transfer_success_by_position.png held-out success by position at the largest K, per arm (carry skill),
+                                     with the probe's ceilings (document ignored; perfect curator)
+    transfer_success_vs_K.png        held-out success against K, per arm and carry mode
+
+    python benchmarks/transfer_experiment.py                  # the CPU preset (tiny model; see --help)
+    python benchmarks/transfer_experiment.py --scale          # a GPU preset (SmolLM2 with LoRA, more steps)
+    python benchmarks/transfer_experiment.py --arms skillrise grpo --steps 50 --eval-sequences 40
+
+Each arm's run lives in --work-dir (default runs/transfer/<arm>): metrics.jsonl, turns.jsonl, final/ and its
+bench evaluation (eval-bench/); a rerun reuses finished arms (their final/ and bench summaries) unless
+--fresh is given.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import sys
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+RESULTS = ROOT / "benchmarks" / "results"
+ARMS = {
+    "skillrise": {"algo": "skillrise", "curate_credit": "future"},
+    "own": {"algo": "skillrise", "curate_credit": "own"},
+    "none": {"algo": "skillrise", "curate_credit": "none"},
+    "grpo": {"algo": "grpo", "curate_credit": "future"},
+}
+CARRY = ("skill", "none", "reflect")
+
+
+@dataclass
+class Preset:
+    """What one experiment runs (the CLI flags override these fields)."""
+
+    model: str = "tiny"
+    lora: bool = False
+    steps: int = 150
+    K: int = 2
+    G: int = 8
+    S: int = 8
+    lr: float = 1e-3
+    warmstart_steps: int = 300
+    max_new_tokens: int = 24
+    rules: int = 1
+    bins: int = 3
+    eval_K: list[int] = field(default_factory=lambda: [1, 2, 4, 6])
+    eval_sequences: int = 100
+    eval_temperature: float = 0.0
+    seed: int = 0
+    threads: int = 1
+
+
+CPU = Preset()
+SCALE = Preset(model="smollm2", lora=True, steps=300, K=3, G=8, S=16, lr=1e-4, warmstart_steps=0, max_new_tokens=24,
+               rules=2, bins=4, eval_sequences=300)
+
+
+def backend_options(p: Preset) -> dict[str, Any]:
+    return {"rules": p.rules, "bins": p.bins}
+
+
+# ------------------------------------------------------------------------------------------ training
+def train_arm(arm: str, p: Preset, work: Path, log) -> dict[str, Any]:
+    """Train one arm with skillrise-train's own entry point; returns its learning curve and wall time."""
+    from skillrise_train.cli import run
+    from skillrise_train.config import TrainConfig
+
+    out = work / arm
+    final = out / "final"
+    if not (final / "config.json").exists():
+        if out.exists():
+            shutil.rmtree(out)
+        config = TrainConfig(
+            env="rulebook", model=p.model, lora=p.lora, K=p.K, G=p.G, S=p.S, steps=p.steps, lr=p.lr,
+            max_task_steps=1, max_new_tokens=p.max_new_tokens, warmstart_steps=p.warmstart_steps,
+            invalid_penalty=0.5, entropy_coef=0.0, save_interval=max(1, p.steps), output_dir=str(out), seed=p.seed,
+            threads=p.threads, backend_options=json.dumps(backend_options(p)), record_turns=True, **ARMS[arm],
+        )
+        log(f"[{arm}] training: {config.algo}, curate credit {config.curate_credit}, {p.steps} steps")
+        started = time.perf_counter()
+        run(config)
+        (out / "wall_seconds.txt").write_text(f"{time.perf_counter() - started:.1f}\n")
+    curve = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines() if line.strip()]
+    return {
+        "output_dir": str(out),
+        "wall_seconds": float((out / "wall_seconds.txt").read_text()),
+        "curve": [{"step": r["rollout"], **{k: r[k] for k in r if k.startswith("success/") or k == "format_valid"}}
+                  for r in curve if "success/mean" in r],
+    }
+
+
+def untrained(p: Preset, work: Path, log) -> str:
+    """The format warm start alone, saved as a model folder (the 'untrained' policy: no RL step)."""
+    from skillrise_train.config import TrainConfig
+    from skillrise_train.trainer import SkillRiseTrainer
+
+    out = work / "untrained"
+    if (out / "config.json").exists():
+        return str(out)
+    log("[untrained] format warm start only")
+    config = TrainConfig(env="rulebook", model=p.model, lora=False, K=p.K, G=p.G, S=p.S, steps=1, max_task_steps=1,
+                         max_new_tokens=p.max_new_tokens, warmstart_steps=p.warmstart_steps, output_dir=str(out) + ".tmp",
+                         seed=p.seed, threads=p.threads, backend_options=json.dumps(backend_options(p)),
+                         record_turns=False)
+    trainer = SkillRiseTrainer.from_config(config)
+    try:
+        if p.warmstart_steps:
+            trainer.warm_start()
+        trainer.save_model(str(out))
+    finally:
+        trainer.rollout.close()
+        shutil.rmtree(str(out) + ".tmp", ignore_errors=True)
+    return str(out)
+
+
+# ------------------------------------------------------------------------------------------ evaluation
+def evaluate(name: str, model_dir: str, p: Preset, work: Path, log) -> dict[str, Any]:
+    """Held-out families, every K and carry mode, through the bench runner with the hf agent."""
+    from skillrise_gym.agents.hf_agent import HFAgent, HFConfig
+    from skillrise_gym.bench.runner import BenchConfig, run_bench
+
+    out = work / "eval-bench" / name
+    log(f"[{name}] evaluating on held-out families: K={p.eval_K}, carry={list(CARRY)}, "
+        f"{p.eval_sequences} sequences each")
+    agent = HFAgent(HFConfig(model=model_dir, max_new_tokens=p.max_new_tokens, temperature=p.eval_temperature,
+                             batch_size=64, seed=p.seed, threads=p.threads))
+    try:
+        bench = BenchConfig(env="rulebook", out=str(out), K=list(p.eval_K), num_sequences=p.eval_sequences, split="test",
+                            seed=p.seed + 7, workers=0, parallel=64, backend_options=backend_options(p),
+                            carry=list(CARRY), progress=False)
+        outcome = run_bench(bench, agent)
+    finally:
+        agent.close()
+    table: dict[str, Any] = {}
+    for mode, summary in outcome.summary["by_carry"].items():
+        table[mode] = {
+            str(b["K"]): {"success": b["success"], "success_by_position": b["success_by_position"],
+                          "invalid_format_rate": b["invalid_format_rate"]}
+            for b in summary["blocks"] if b["sequences"]
+        }
+    return {"model_dir": model_dir, "bench_dir": str(out), "by_carry": table}
+
+
+# ------------------------------------------------------------------------------------------ report
+def ceilings(p: Preset) -> dict[str, list[float]]:
+    from skillrise_gym.backends.rulebook import RulebookBackend
+
+    return RulebookBackend(**backend_options(p)).ceilings(max(p.eval_K), "test")
+
+
+def markdown(report: dict[str, Any]) -> str:
+    p = report["preset"]
+    lines = [f"Held-out families (test split), success [95% CI] by K; carry skill / none / reflect. "
+             f"Model {p['model']}, {p['steps']} steps, R={p['rules']} rules, N={p['bins']} bins.", ""]
+    header = "| policy | carry | " + " | ".join(f"K={k}" for k in p["eval_K"]) + f" | by position (K={max(p['eval_K'])}) |"
+    lines += [header, "|" + "---|" * (len(p["eval_K"]) + 3)]
+    for name, result in report["evaluations"].items():
+        for mode, blocks in result["by_carry"].items():
+            cells = []
+            for k in p["eval_K"]:
+                s = blocks.get(str(k), {}).get("success")
+                cells.append(f"{s['mean']:.2f} [{s['ci'][0]:.2f}, {s['ci'][1]:.2f}]" if s else "-")
+            top = blocks.get(str(max(p["eval_K"])), {}).get("success_by_position", [])
+            lines.append(f"| {name} | {mode} | " + " | ".join(cells) + " | " + " / ".join(f"{x['mean']:.2f}" for x in top) + " |")
+    c = report["ceilings"]
+    lines += ["", "Ceilings at K=%d by position: document ignored %s; perfect curator %s." % (
+        max(p["eval_K"]), " / ".join(f"{x:.2f}" for x in c["ignore_document"]),
+        " / ".join(f"{x:.2f}" for x in c["perfect_curator"]))]
+    return "\n".join(lines) + "\n"
+
+
+def plots(report: dict[str, Any]) -> list[str]:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    paths = []
+    p = report["preset"]
+    # learning curves
+    fig, axes = plt.subplots(1, 2, figsize=(10, 4), dpi=100, sharey=True)
+    for name, arm in report["arms"].items():
+        steps = [r["step"] for r in arm["curve"]]
+        for pos, ax in enumerate(axes):
+            values = [r.get(f"success/pos{pos}", float("nan")) for r in arm["curve"]]
+            window = max(1, len(values) // 15)
+            smooth = [sum(values[max(0, i - window + 1): i + 1]) / len(values[max(0, i - window + 1): i + 1])
+                      for i in range(len(values))]
+            ax.plot(steps, smooth, label=name)
+    for pos, ax in enumerate(axes):
+        ax.axhline(report["ceilings"]["ignore_document"][0], color="grey", ls=":", label="chance")
+        ax.set_title(f"training success at position {pos} (moving mean)")
+        ax.set_xlabel("training step")
+        ax.grid(alpha=0.3)
+    axes[0].set_ylabel("success rate")
+    axes[1].legend()
+    paths.append(_save(fig, RESULTS / "transfer_learning_curves.png"))
+
+    # success by position at the largest K, carry skill
+    K = max(p["eval_K"])
+    fig, ax = plt.subplots(figsize=(7, 4.5), dpi=100)
+    xs = list(range(1, K + 1))
+    for name, result in report["evaluations"].items():
+        items = result["by_carry"].get("skill", {}).get(str(K), {}).get("success_by_position")
+        if items:
+            means = [i["mean"] for i in items]
+            err = [[m - i["ci"][0] for m, i in zip(means, items)], [i["ci"][1] - m for m, i in zip(means, items)]]
+            ax.errorbar(xs, means, yerr=err, marker="o", capsize=3, label=name)
+    c = report["ceilings"]
+    ax.plot(xs, c["ignore_document"], "k:", label="ceiling: document ignored")
+    ax.plot(xs, c["perfect_curator"], "k--", label="ceiling: perfect curator")
+    ax.set_xlabel("task position")
+    ax.set_ylabel("success rate (held-out families)")
+    ax.set_ylim(-0.02, 1.02)
+    ax.set_title(f"held-out success by position, K={K}, carry skill (95% CI)")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    paths.append(_save(fig, RESULTS / "transfer_success_by_position.png"))
+
+    # success against K, per arm and carry mode
+    fig, axes = plt.subplots(1, len(CARRY), figsize=(13, 4), dpi=100, sharey=True)
+    for ax, mode in zip(axes, CARRY):
+        for name, result in report["evaluations"].items():
+            blocks = result["by_carry"].get(mode, {})
+            ks = [k for k in p["eval_K"] if str(k) in blocks]
+            means = [blocks[str(k)]["success"]["mean"] for k in ks]
+            err = [[m - blocks[str(k)]["success"]["ci"][0] for m, k in zip(means, ks)],
+                   [blocks[str(k)]["success"]["ci"][1] - m for m, k in zip(means, ks)]]
+            ax.errorbar(ks, means, yerr=err, marker="o", capsize=3, label=name)
+        ax.set_title(f"carry {mode}")
+        ax.set_xlabel("K")
+        ax.set_xticks(p["eval_K"])
+        ax.grid(alpha=0.3)
+    axes[0].set_ylabel("success over all positions")
+    axes[-1].legend(fontsize=8)
+    paths.append(_save(fig, RESULTS / "transfer_success_vs_K.png"))
+    return paths
+
+
+def _save(fig: Any, path: Path) -> str:
+    import matplotlib.pyplot as plt
+
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+    return str(path)
+
+
+# ------------------------------------------------------------------------------------------ main
+def main(argv: list[str] | None = None) -> int:
+    global RESULTS
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                     formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    parser.add_argument("--scale", action="store_true", help="the GPU preset (SmolLM2 + LoRA, K=3, more steps)")
+    parser.add_argument("--arms", nargs="+", default=list(ARMS), choices=list(ARMS))
+    parser.add_argument("--no-untrained", action="store_true", help="skip evaluating the untrained policy")
+    parser.add_argument("--work-dir", default="runs/transfer")
+    parser.add_argument("--fresh", action="store_true", help="retrain and re-evaluate every arm")
+    parser.add_argument("--results-dir", default=str(RESULTS), help="where the JSON, Markdown and PNGs go")
+    for name, value in asdict(CPU).items():
+        flag = "--" + name.replace("_", "-")
+        if isinstance(value, bool):
+            parser.add_argument(flag, action=argparse.BooleanOptionalAction, default=None)
+        elif isinstance(value, list):
+            parser.add_argument(flag, type=int, nargs="+", default=None)
+        else:
+            parser.add_argument(flag, type=type(value), default=None)
+    args = parser.parse_args(argv)
+    RESULTS = Path(args.results_dir)
+    preset = asdict(SCALE if args.scale else CPU)
+    preset.update({k: v for k, v in vars(args).items() if k in preset and v is not None})
+    p = Preset(**preset)
+    work = Path(args.work_dir)
+    if args.fresh and work.exists():
+        shutil.rmtree(work)
+    work.mkdir(parents=True, exist_ok=True)
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+    def log(message: str) -> None:
+        print(f"[{time.strftime('%H:%M:%S')}] {message}", flush=True)
+
+    started = time.perf_counter()
+    report: dict[str, Any] = {"preset": asdict(p), "arms": {}, "evaluations": {}, "ceilings": ceilings(p)}
+    for arm in args.arms:
+        report["arms"][arm] = train_arm(arm, p, work, log)
+        report["evaluations"][arm] = evaluate(arm, str(work / arm / "final"), p, work, log)
+    if not args.no_untrained:
+        report["evaluations"]["untrained"] = evaluate("untrained", untrained(p, work, log), p, work, log)
+    report["wall_seconds"] = round(time.perf_counter() - started, 1)
+    report["machine"] = {"cpus": os.cpu_count()}
+    (RESULTS / "transfer_experiment.json").write_text(json.dumps(report, indent=2) + "\n")
+    table = markdown(report)
+    (RESULTS / "transfer_experiment.md").write_text(table)
+    print(table)
+    for path in plots(report):
+        log(f"wrote {path}")
+    log(f"done in {report['wall_seconds']:.0f} s; results in {RESULTS}/transfer_experiment.json")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
