@@ -84,7 +84,25 @@ def trial_id(sequence_id: str, index: int) -> str:
     return f"{sequence_id}#{index}"
 
 
-class RunStore:
+class _LockedDir:
+    """A run directory held under its lock file while open: atomic text outputs, and the lock's release."""
+
+    dir: Path
+    _lock_handle: Any = None
+
+    def write_text(self, name: str, text: str) -> Path:
+        path = self.dir / name
+        atomic_write(path, text, fsync=True)
+        return path
+
+    def close(self) -> None:
+        if self._lock_handle is not None:
+            fcntl.flock(self._lock_handle.fileno(), fcntl.LOCK_UN)
+            self._lock_handle.close()
+            self._lock_handle = None
+
+
+class RunStore(_LockedDir):
     """Opens (creates or resumes) a run directory and commits finished sequences to it."""
 
     def __init__(self, out: str | os.PathLike, identity: Mapping[str, Any]) -> None:
@@ -154,16 +172,6 @@ class RunStore:
         _append(self.dir / RESULTS, json.dumps(dict(result), ensure_ascii=False) + "\n")
         self.results[key] = dict(result)
 
-    def write_text(self, name: str, text: str) -> Path:
-        path = self.dir / name
-        atomic_write(path, text, fsync=True)
-        return path
-
-    def close(self) -> None:
-        if self._lock_handle is not None:
-            fcntl.flock(self._lock_handle.fileno(), fcntl.LOCK_UN)
-            self._lock_handle.close()
-            self._lock_handle = None
 
     def __enter__(self) -> "RunStore":
         return self.open()
@@ -172,7 +180,7 @@ class RunStore:
         self.close()
 
 
-class CarrySetDir:
+class CarrySetDir(_LockedDir):
     """A run directory holding several carry modes: carry.json, one `RunStore` per mode in carry-<mode>/, and
     the side-by-side summaries at the top (see the module docstring)."""
 
@@ -222,16 +230,6 @@ class CarrySetDir:
     def member(self, carry: str) -> RunStore:
         return RunStore(self.dir / carry_dir_name(carry), self.member_identity(carry))
 
-    def write_text(self, name: str, text: str) -> Path:
-        path = self.dir / name
-        atomic_write(path, text, fsync=True)
-        return path
-
-    def close(self) -> None:
-        if self._lock_handle is not None:
-            fcntl.flock(self._lock_handle.fileno(), fcntl.LOCK_UN)
-            self._lock_handle.close()
-            self._lock_handle = None
 
 
 def _prepare_dir(path: Path, manifest: str, allowed: set[str], also_manifest: str | None = None) -> None:
