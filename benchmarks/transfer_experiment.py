@@ -60,12 +60,13 @@ class Preset:
 
     model: str = "tiny"
     lora: bool = False
-    steps: int = 150
+    steps: int = 60
     K: int = 2
     G: int = 8
     S: int = 8
     lr: float = 1e-3
-    warmstart_steps: int = 300
+    warmstart_steps: int = 600
+    warmstart_sequences: int = 1000
     max_new_tokens: int = 24
     rules: int = 1
     bins: int = 3
@@ -77,7 +78,8 @@ class Preset:
 
 
 CPU = Preset()
-SCALE = Preset(model="smollm2", lora=True, steps=300, K=3, G=8, S=16, lr=1e-4, warmstart_steps=0, max_new_tokens=24,
+SCALE = Preset(model="smollm2", lora=True, steps=300, K=3, G=8, S=16, lr=1e-4, warmstart_steps=0, warmstart_sequences=0,
+               max_new_tokens=24,
                rules=2, bins=4, eval_sequences=300)
 
 
@@ -86,8 +88,9 @@ def backend_options(p: Preset) -> dict[str, Any]:
 
 
 # ------------------------------------------------------------------------------------------ training
-def train_arm(arm: str, p: Preset, work: Path, log) -> dict[str, Any]:
-    """Train one arm with skillrise-train's own entry point; returns its learning curve and wall time."""
+def train_arm(arm: str, start: str, p: Preset, work: Path, log) -> dict[str, Any]:
+    """Train one arm from the `start` model (the shared warm start) with skillrise-train's own entry point;
+    returns its learning curve and wall time."""
     from skillrise_train.cli import run
     from skillrise_train.config import TrainConfig
 
@@ -97,8 +100,8 @@ def train_arm(arm: str, p: Preset, work: Path, log) -> dict[str, Any]:
         if out.exists():
             shutil.rmtree(out)
         config = TrainConfig(
-            env="rulebook", model=p.model, lora=p.lora, K=p.K, G=p.G, S=p.S, steps=p.steps, lr=p.lr,
-            max_task_steps=1, max_new_tokens=p.max_new_tokens, warmstart_steps=p.warmstart_steps,
+            env="rulebook", model=start, lora=p.lora, K=p.K, G=p.G, S=p.S, steps=p.steps, lr=p.lr,
+            max_task_steps=1, max_new_tokens=p.max_new_tokens, warmstart_steps=0,
             invalid_penalty=0.5, entropy_coef=0.0, save_interval=max(1, p.steps), output_dir=str(out), seed=p.seed,
             threads=p.threads, backend_options=json.dumps(backend_options(p)), record_turns=True, **ARMS[arm],
         )
@@ -116,27 +119,22 @@ def train_arm(arm: str, p: Preset, work: Path, log) -> dict[str, Any]:
 
 
 def untrained(p: Preset, work: Path, log) -> str:
-    """The format warm start alone, saved as a model folder (the 'untrained' policy: no RL step)."""
+    """The format warm start alone, saved as a model folder: the 'untrained' policy (no RL step) and the
+    starting point of every arm (so arms differ only in their RL credit). Without a warm start: the model."""
     from skillrise_train.config import TrainConfig
-    from skillrise_train.trainer import SkillRiseTrainer
+    from skillrise_train.warmstart import save_warm_started
 
     out = work / "untrained"
+    if not p.warmstart_steps:
+        return p.model
     if (out / "config.json").exists():
         return str(out)
-    log("[untrained] format warm start only")
-    config = TrainConfig(env="rulebook", model=p.model, lora=False, K=p.K, G=p.G, S=p.S, steps=1, max_task_steps=1,
-                         max_new_tokens=p.max_new_tokens, warmstart_steps=p.warmstart_steps, output_dir=str(out) + ".tmp",
-                         seed=p.seed, threads=p.threads, backend_options=json.dumps(backend_options(p)),
-                         record_turns=False)
-    trainer = SkillRiseTrainer.from_config(config)
-    try:
-        if p.warmstart_steps:
-            trainer.warm_start()
-        trainer.save_model(str(out))
-    finally:
-        trainer.rollout.close()
-        shutil.rmtree(str(out) + ".tmp", ignore_errors=True)
-    return str(out)
+    log(f"[untrained] format warm start: {p.warmstart_steps} steps on {p.warmstart_sequences} sequences' examples")
+    config = TrainConfig(env="rulebook", model=p.model, lora=False, K=p.K, max_task_steps=1,
+                         max_new_tokens=p.max_new_tokens, warmstart_steps=p.warmstart_steps,
+                         warmstart_sequences=p.warmstart_sequences, seed=p.seed, threads=p.threads,
+                         backend_options=json.dumps(backend_options(p)))
+    return save_warm_started(config, str(out))
 
 
 # ------------------------------------------------------------------------------------------ evaluation
@@ -309,11 +307,12 @@ def main(argv: list[str] | None = None) -> int:
 
     started = time.perf_counter()
     report: dict[str, Any] = {"preset": asdict(p), "arms": {}, "evaluations": {}, "ceilings": ceilings(p)}
-    for arm in args.arms:
-        report["arms"][arm] = train_arm(arm, p, work, log)
-        report["evaluations"][arm] = evaluate(arm, str(work / arm / "final"), p, work, log)
+    start = untrained(p, work, log)
     if not args.no_untrained:
-        report["evaluations"]["untrained"] = evaluate("untrained", untrained(p, work, log), p, work, log)
+        report["evaluations"]["untrained"] = evaluate("untrained", start, p, work, log)
+    for arm in args.arms:
+        report["arms"][arm] = train_arm(arm, start, p, work, log)
+        report["evaluations"][arm] = evaluate(arm, str(work / arm / "final"), p, work, log)
     report["wall_seconds"] = round(time.perf_counter() - started, 1)
     report["machine"] = {"cpus": os.cpu_count()}
     (RESULTS / "transfer_experiment.json").write_text(json.dumps(report, indent=2) + "\n")

@@ -72,7 +72,7 @@ class TrainConfig:
     lora_alpha: int = 16
     """LoRA alpha."""
     warmstart_steps: int = 0
-    """Supervised steps on format-only targets before RL (random admissible actions, random copied words; teaches the tags, no task's solution; see warmstart.py)."""
+    """Supervised steps before RL on targets that need no task's solution: the tags, a copied trajectory clause, the action a note names (see warmstart.py)."""
     warmstart_sequences: int = 64
     """Training sequences played by the format agent to collect warm-start examples."""
     warmstart_lr: float = 3e-3

@@ -1,4 +1,5 @@
-"""A supervised warm start that teaches the answer format and to follow the document, and no task's solution.
+"""A supervised warm start that teaches the answer format, to copy from the trajectory and to follow a note,
+and no task's solution.
 
 A randomly initialised model (the tiny test model) never emits a well-formed action, so every return is 0
 and RL has no gradient. Before RL, `warm_start` fine-tunes the policy on targets collected by playing
@@ -6,18 +7,24 @@ training sequences with a format agent that knows nothing about what is right:
 
 - SOLVE turn:  ``<action>A</action>``: the admissible action the current document names (most words in
   common with the document, not counting words every action shares), or, when it names none, one drawn
-  uniformly. This is "read your notes", the behaviour any instruction-tuned model brings; it carries no rule,
-  because the documents it is trained on are random words.
+  uniformly.
 - CURATE turn: ``<skill>C</skill>`` with C one clause copied at random (uniformly) from the finished task's
   trajectory: its actions and the observations that followed, cut at sentence and clause marks (. , : ; ! ?).
+- Reading examples (`reading` per sequence, carry mode skill): the sequence's first SOLVE prompt again, with
+  a note as its document, a clause from *other* tasks' trajectories that names one admissible action
+  (sometimes joined with a clause that names none), and that action as the target.
 
-Which words a document should keep is left to RL, and only curate credit can teach it: a solve turn that
-follows a document is right only when the document holds the rule. The warm-started policy is near chance
-(a random document names the right bin now and then: the bench measures it as the "untrained" policy).
-Why the solve side is taught to follow the document: with random-admissible solve targets alone, the tiny
-model did not learn to read its document within a few hundred RL steps (measured; docs/rulebook.md), and the
-suite's learning test must finish in minutes. Targets end with the tokenizer's end of sequence token so
-that generation stops after the closing tag.
+No target depends on the task's answer: a solve target is a function of the document and the admissible
+actions alone, and the notes come from other tasks, so the bin (or command) they name is unrelated to this
+task's. What the warm start gives is the behaviour an instruction-tuned model brings ("answer in the tags,
+read your notes, quote what happened"); which clause a curate turn should keep is left to RL, and only curate
+credit rewards it. The warm-started policy is measured on its own (the "untrained" policy of
+benchmarks/transfer_experiment.py): its random-clause documents already name the right bin now and then.
+
+Why reading examples: without them a note naming an action is rare in the examples (a random clause of a
+first task), and the tiny model stayed at chance on notes (32.5% on three bins after 600 steps; with two
+reading examples per sequence: 100%, measured on held-out families). Targets end with the tokenizer's end of
+sequence token so that generation stops after the closing tag.
 """
 
 from __future__ import annotations
@@ -35,13 +42,16 @@ class Example:
     prefix: str = ""  # the answer prefix the policy is given (compact prompts): not a target token
 
 
-def format_examples(env: Any, sequences: int, seed: int = 0) -> list[Example]:
-    """Prompts and format-only targets from `sequences` episodes of a `SequenceEnv` (see the module docstring)."""
+def format_examples(env: Any, sequences: int, seed: int = 0, reading: int = 2) -> list[Example]:
+    """Prompts and format-only targets from `sequences` episodes of a `SequenceEnv`, plus `reading` notes
+    examples per episode (see the module docstring)."""
     rng = np.random.default_rng(seed)
     examples: list[Example] = []
+    clauses: list[str] = []  # every trajectory clause seen so far: the notes of reading examples
     base = env.unwrapped
     for n in range(sequences):
-        obs, _info = env.reset(seed=int(rng.integers(2**31)))
+        obs, info = env.reset(seed=int(rng.integers(2**31)))
+        task_ids = list(info["task_ids"])
         done = False
         while not done:
             if int(obs["role"]) == 0:
@@ -52,11 +62,38 @@ def format_examples(env: Any, sequences: int, seed: int = 0) -> list[Example]:
                 choice = named if named is not None else actions[int(rng.integers(len(actions)))]
                 target = f"<action>{choice}</action>"
             else:
-                clauses = trajectory_clauses(base.records[-1].history) or ["none"]
-                target = "<skill>" + clauses[int(rng.integers(len(clauses)))] + "</skill>"
+                own = trajectory_clauses(base.records[-1].history)
+                clauses.extend(own)
+                target = "<skill>" + (own[int(rng.integers(len(own)))] if own else "none") + "</skill>"
             examples.append(Example(str(obs["prompt"]), target, str(obs.get("answer_prefix") or "")))
             obs, _reward, done, _truncated, _info = env.step(target)
+        if getattr(base, "carry", "skill") == "skill":
+            examples.extend(reading_examples(env, task_ids, clauses, reading, rng))
     return examples
+
+
+def reading_examples(env: Any, task_ids: Sequence[str], clauses: Sequence[str], count: int,
+                     rng: np.random.Generator) -> list[Example]:
+    """`count` first-task SOLVE examples of the sequence `task_ids` whose document is a note that names one
+    admissible action, drawn from `clauses` (other tasks' trajectories, so unrelated to this task's
+    answer), and whose target is the named action: the target depends on the note alone."""
+    if not clauses or count <= 0:
+        return []
+    obs, _ = env.reset(options={"task_ids": list(task_ids)})
+    actions = list(obs["admissible_actions"])
+    naming = [c for c in dict.fromkeys(clauses) if named_action(actions, c) is not None]
+    plain = [c for c in dict.fromkeys(clauses) if named_action(actions, c) is None]
+    out = []
+    for _ in range(count if naming else 0):
+        note = naming[int(rng.integers(len(naming)))]
+        if plain and rng.random() < 0.5:  # notes hold other clauses too
+            other = plain[int(rng.integers(len(plain)))]
+            longer = f"{note}; {other}" if rng.random() < 0.5 else f"{other}; {note}"
+            note = longer if named_action(actions, longer) == named_action(actions, note) else note
+        obs, _ = env.reset(options={"task_ids": list(task_ids), "skill_document": note})
+        out.append(Example(str(obs["prompt"]), f"<action>{named_action(actions, note)}</action>",
+                           str(obs.get("answer_prefix") or "")))
+    return out
 
 
 def trajectory_clauses(history: Sequence[Any]) -> list[str]:
@@ -86,7 +123,7 @@ def warm_start(
     encode_prompt: Callable[[str, str], tuple[list[int], bool]],
     examples: Sequence[Example],
     steps: int,
-    batch_size: int = 16,
+    batch_size: int = 32,
     lr: float = 3e-3,
     seed: int = 0,
 ) -> list[float]:
@@ -130,3 +167,26 @@ def warm_start(
         losses.append(float(out.loss.detach()))
     model.train(was_training)
     return losses
+
+
+def save_warm_started(config: Any, out_dir: str) -> str:
+    """Run `config`'s format warm start alone (no RL step) and save the model and tokenizer to `out_dir`, a
+    model folder that `--model` accepts: the shared starting point of experiment arms, and the 'untrained'
+    policy they are compared with. Returns `out_dir`."""
+    import shutil
+    from dataclasses import replace
+    from pathlib import Path
+
+    from skillrise_train.trainer import SkillRiseTrainer
+
+    if config.warmstart_steps < 1:
+        raise ValueError("save_warm_started needs warmstart_steps >= 1")
+    scratch = Path(str(out_dir) + ".tmp")
+    trainer = SkillRiseTrainer.from_config(replace(config, steps=1, record_turns=False, output_dir=str(scratch)))
+    try:
+        trainer.warm_start()
+        trainer.save_model(str(out_dir))
+    finally:
+        trainer.rollout.close()
+        shutil.rmtree(scratch, ignore_errors=True)
+    return str(out_dir)

@@ -1,0 +1,65 @@
+"""The format warm start's examples (skillrise_train/warmstart.py): well-formed targets that never depend on
+a task's answer. Runs on the transfer probe's real engine; no model is needed."""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+
+from skillrise_gym.env import SequenceEnv
+from skillrise_train.warmstart import format_examples, named_action, reading_examples, trajectory_clauses
+
+OPTIONS = {"rules": 1, "bins": 3}
+
+
+def probe(K: int = 2) -> SequenceEnv:
+    return SequenceEnv(backend="rulebook", K=K, split="train", max_task_steps=1, backend_options=OPTIONS,
+                       prompt_style="compact")
+
+
+def test_every_target_is_well_formed_and_solve_targets_are_admissible():
+    env = probe()
+    try:
+        examples = format_examples(env, 40, seed=0)
+    finally:
+        env.close()
+    assert len(examples) == 40 * (3 + 2)  # solve, curate, solve + two reading examples per sequence
+    for ex in examples:
+        if ex.prefix == "<action>":
+            body = re.fullmatch(r"<action>(.*)</action>", ex.target).group(1)
+            actions = re.search(r"Actions: (.*)", ex.prompt).group(1).split(" | ")
+            assert body in actions
+        else:
+            assert re.fullmatch(r"<skill>[^<>]+</skill>", ex.target)
+
+
+def test_reading_targets_follow_the_note_and_not_the_answer():
+    env = probe()
+    rng = np.random.default_rng(0)
+    clauses = ["and glass items go in the red bin", "and wax items go in the green bin", "blue bin",
+               "Wrong bin", "the Acme jar is glass"]
+    agree = total = 0
+    try:
+        for seed in range(60):
+            _, info = env.reset(seed=seed)
+            answer = env.unwrapped.backend.expert_action()
+            for ex in reading_examples(env, info["task_ids"], clauses, 2, rng):
+                note = re.search(r"Skills: (.*)", ex.prompt).group(1)
+                actions = re.search(r"Actions: (.*)", ex.prompt).group(1).split(" | ")
+                target = re.fullmatch(r"<action>(.*)</action>", ex.target).group(1)
+                assert target == named_action(actions, note) is not None
+                agree += target == answer
+                total += 1
+    finally:
+        env.close()
+    assert total == 120
+    assert agree / total < 0.5  # about 1/3: the note's bin is unrelated to the task's (three bins)
+
+
+def test_named_action_ignores_shared_words_and_ties():
+    actions = ["red bin", "blue bin", "green bin"]
+    assert named_action(actions, "glass goes in the blue bin") == "blue bin"
+    assert named_action(actions, "every bin is fine") is None  # 'bin' is in every action
+    assert named_action(actions, "red or blue") is None  # a tie names nothing
+    assert trajectory_clauses([]) == []
