@@ -52,7 +52,10 @@ EMPTY_SKILL_PLACEHOLDER = "(The skill document is empty: no skills have been dis
 #: longest observation text shown in a prompt; longer ones are cut in the middle with a marker
 OBSERVATION_CHAR_LIMIT = 8000
 
-_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
+# C0 controls but tab and newline, DEL, C1 controls, lone surrogates (py4j and UTF-8 cannot encode them)
+_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\ud800-\udfff]")
+# NEL and the Unicode line and paragraph separators become \n
+_BREAKS = re.compile("[\x85\u2028\u2029]")
 
 
 @dataclass(frozen=True)
@@ -262,8 +265,10 @@ def profile(benchmark: str) -> Profile:
 
 
 def clean_text(text: str) -> str:
-    """Remove control characters other than newline and tab (they confuse tokenizers and engines)."""
-    return _CONTROL.sub("", text)
+    """Text as it may cross the env boundary (actions, documents, observations): line breaks as \n, no control
+    characters other than newline and tab, no lone surrogates (they confuse tokenizers, crash py4j and cannot
+    be written as UTF-8)."""
+    return _CONTROL.sub("", _BREAKS.sub("\n", text))
 
 
 def clip_middle(text: str, limit: int = OBSERVATION_CHAR_LIMIT) -> str:

@@ -61,6 +61,18 @@ class Turn:
         return cls(**{k: v for k, v in data.items() if k in known and k != "extra"}, extra=extra)
 
 
+def json_line(data: Any) -> str:
+    """One JSON line (with its newline), always encodable as UTF-8: readable text stays as it is, and a
+    string that holds a lone surrogate (a broken reply, an engine's bytes) is written with JSON escapes
+    instead, which read back to the same string."""
+    text = json.dumps(data, ensure_ascii=False)
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        text = json.dumps(data, ensure_ascii=True)
+    return text + "\n"
+
+
 def write_jsonl(path: str | os.PathLike, records: Iterable[Turn | dict], append: bool = True) -> int:
     """Write records one JSON object a line; flushes and fsyncs so a killed process loses nothing written."""
     path = Path(path)
@@ -69,7 +81,7 @@ def write_jsonl(path: str | os.PathLike, records: Iterable[Turn | dict], append:
     with open(path, "a" if append else "w", encoding="utf-8") as handle:
         for record in records:
             data = record.to_dict() if isinstance(record, Turn) else record
-            handle.write(json.dumps(data, ensure_ascii=False) + "\n")
+            handle.write(json_line(data))
             count += 1
         handle.flush()
         os.fsync(handle.fileno())

@@ -36,7 +36,7 @@ from typing import Any, Callable, Iterable, Mapping
 from skillrise_gym.backends.base import SkillRiseError
 from skillrise_gym.paths import atomic_write
 from skillrise_gym.prompts import CARRY_MODES
-from skillrise_gym.records import Turn
+from skillrise_gym.records import Turn, json_line
 
 TOOL = "skillrise-bench"
 STORE_VERSION = 1
@@ -145,7 +145,7 @@ class RunStore(_LockedDir):
             self.results.setdefault(key, data)  # a duplicate line (never written by us) is ignored
         if dropped:
             self.repaired["results_dropped"] = dropped
-            atomic_write(path, "".join(json.dumps(d, ensure_ascii=False) + "\n" for d in good), fsync=True)
+            atomic_write(path, "".join(json_line(d) for d in good), fsync=True)
 
     def _repair_turns(self) -> None:
         path = self.dir / TURNS
@@ -157,7 +157,7 @@ class RunStore(_LockedDir):
         dropped = torn + len(good) - len(kept)
         if dropped:
             self.repaired["turns_dropped"] = dropped
-            atomic_write(path, "".join(json.dumps(d, ensure_ascii=False) + "\n" for d in kept), fsync=True)
+            atomic_write(path, "".join(json_line(d) for d in kept), fsync=True)
 
     # ----------------------------------------------------------------- writing
     def is_done(self, K: int, index: int) -> bool:
@@ -168,8 +168,8 @@ class RunStore(_LockedDir):
         key = result_key(result["K"], result["index"])
         if key in self.results:
             raise RuntimeError(f"sequence K={key[0]} index={key[1]} is already recorded")
-        _append(self.dir / TURNS, "".join(json.dumps(t.to_dict(), ensure_ascii=False) + "\n" for t in turns))
-        _append(self.dir / RESULTS, json.dumps(dict(result), ensure_ascii=False) + "\n")
+        _append(self.dir / TURNS, "".join(json_line(t.to_dict()) for t in turns))
+        _append(self.dir / RESULTS, json_line(dict(result)))
         self.results[key] = dict(result)
 
 
