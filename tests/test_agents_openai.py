@@ -113,3 +113,39 @@ def test_bad_settings_are_rejected():
         make_agent("localhost:8000")
     with pytest.raises(ValueError, match="--model"):
         make_agent("http://127.0.0.1:1/v1", model="")
+
+
+def test_a_key_with_a_trailing_newline_is_stripped_and_sent(server, monkeypatch):
+    monkeypatch.setenv("SKILLRISE_TEST_KEY", SECRET + "\n")
+    agent = make_agent(server.url)
+    agent.complete("hello")
+    agent.close()
+    assert server.auth[-1] == f"Bearer {SECRET}"
+
+
+@pytest.mark.parametrize("key, kind", [(SECRET[:6] + "\n" + SECRET[6:], "whitespace or control"),
+                                       (SECRET + "é", "non-ASCII"), ("sk-ключ", "non-ASCII")])
+def test_a_key_no_header_can_carry_is_refused_up_front_without_showing_it(monkeypatch, key, kind):
+    monkeypatch.setenv("SKILLRISE_TEST_KEY", key)
+    with pytest.raises(ValueError) as info:
+        make_agent("http://127.0.0.1:1/v1")
+    message = str(info.value)
+    assert "$SKILLRISE_TEST_KEY" in message and kind in message
+    assert key.strip() not in message and SECRET[:6] not in message and "ключ" not in message
+
+
+def test_a_missing_key_warns_once_and_requests_go_without_one(server, monkeypatch):
+    import warnings
+
+    from skillrise_gym.agents import openai_agent
+
+    monkeypatch.setattr(openai_agent, "_warned_missing", set())
+    monkeypatch.setenv("SKILLRISE_TEST_KEY", "  ")
+    with pytest.warns(UserWarning, match=r"\$SKILLRISE_TEST_KEY is unset or empty"):
+        agent = make_agent(server.url)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        make_agent(server.url).close()  # the second agent does not warn again
+    agent.complete("hello")
+    agent.close()
+    assert server.auth[-1] is None

@@ -215,3 +215,14 @@ def test_a_worker_that_keeps_dying_stops_the_run_resumably(tmp_path):
     assert not (tmp_path / "run" / "results.jsonl").exists()
     assert run_bench(config, KillingExpert(set())).status == "complete"
     assert_consistent(tmp_path / "run", {(3, i) for i in range(3)})
+
+
+def test_backend_option_values_are_json_or_python_literals_or_strings():
+    from skillrise_gym.bench.cli import parse_backend_options
+
+    parsed = parse_backend_options(["human_goals=False", "a=true", "b=None", "c=10", "d=1e3", "e=hello",
+                                    'f="x"', "g=(1, 2)", "h="])
+    assert parsed == {"human_goals": False, "a": True, "b": None, "c": 10, "d": 1000.0, "e": "hello", "f": "x",
+                      "g": (1, 2), "h": ""}
+    with pytest.raises(ValueError, match="KEY=VALUE"):
+        parse_backend_options(["novalue"])

@@ -25,6 +25,7 @@ import threading
 import time
 import urllib.error
 import urllib.request
+import warnings
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, ClassVar, Sequence
@@ -72,6 +73,7 @@ class OpenAIAgent(Agent):
         if config.concurrency < 1 or config.max_retries < 0 or config.timeout_s <= 0:
             raise ValueError("concurrency must be >= 1, max_retries >= 0 and timeout > 0")
         self.config = config
+        self._key = read_api_key(config.api_key_env)
         self.url = config.base_url.rstrip("/") + "/chat/completions"
         self.batch_size = config.concurrency
         self._pool = ThreadPoolExecutor(max_workers=config.concurrency, thread_name_prefix="openai-agent")
@@ -148,9 +150,8 @@ class OpenAIAgent(Agent):
 
     def _headers(self) -> dict[str, str]:
         headers = {"Content-Type": "application/json", "Accept": "application/json"}
-        key = os.environ.get(self.config.api_key_env, "") if self.config.api_key_env else ""
-        if key:
-            headers["Authorization"] = f"Bearer {key}"
+        if self._key:
+            headers["Authorization"] = f"Bearer {self._key}"
         return headers
 
     def _payload(self, prompt: str) -> bytes:
@@ -191,6 +192,33 @@ class OpenAIAgent(Agent):
         except (ConnectionError, OSError) as exc:  # reset mid-response, broken pipe, incomplete read
             raise _Retryable(f"connection failed ({type(exc).__name__}: {exc})") from None
         return _parse_completion(raw)
+
+
+_warned_missing: set[str] = set()
+
+
+def read_api_key(name: str) -> str:
+    """The API key in the environment variable `name` ('' when `name` is empty: no key wanted).
+
+    Surrounding whitespace (a pasted key's trailing newline) is removed. A key that still holds whitespace,
+    control characters or anything outside printable ASCII cannot go in an HTTP header: ValueError names the
+    variable and what is wrong, never the key. An unset or empty variable sends requests without a key
+    (local servers need none) and warns once per variable name.
+    """
+    if not name:
+        return ""
+    key = os.environ.get(name, "").strip()
+    if not key:
+        if name not in _warned_missing:
+            _warned_missing.add(name)
+            warnings.warn(f"${name} is unset or empty: requests go without an API key", stacklevel=3)
+        return ""
+    bad = [c for c in key if not (32 < ord(c) < 127)]
+    if bad:
+        kind = "whitespace or control characters" if all(ord(c) < 128 for c in bad) else "non-ASCII characters"
+        raise ValueError(f"the API key in ${name} holds {kind} ({len(bad)} of {len(key)}); an HTTP header cannot "
+                         "carry it: check how the variable was set")
+    return key
 
 
 def _parse_completion(raw: bytes) -> tuple[str, dict[str, Any], str | None]:

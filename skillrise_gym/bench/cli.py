@@ -78,6 +78,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def parse_backend_options(items: Sequence[str]) -> dict[str, Any]:
+    """KEY=VALUE pairs; a VALUE is read as JSON (true, null, 3, "x"), else as a Python literal (False, None,
+    1e3, (1, 2)), else kept as the string it is."""
+    import ast
+
     options: dict[str, Any] = {}
     for item in items:
         key, sep, value = item.partition("=")
@@ -86,7 +90,10 @@ def parse_backend_options(items: Sequence[str]) -> dict[str, Any]:
         try:
             options[key.strip()] = json.loads(value)
         except ValueError:
-            options[key.strip()] = value
+            try:
+                options[key.strip()] = ast.literal_eval(value.strip())
+            except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+                options[key.strip()] = value
     return options
 
 
