@@ -25,6 +25,7 @@ import time
 from typing import Any
 
 import torch
+from transformers import TrainerCallback
 from trl import GRPOConfig, GRPOTrainer
 from trl.trainer.utils import pad, selective_log_softmax, selective_log_softmax_and_entropy
 
@@ -35,7 +36,25 @@ from skillrise_train.rollout import Completion, RolloutEngine, RolloutResult, ro
 
 
 class NonFiniteLossError(RuntimeError):
-    """The loss became NaN or infinite; training stopped before the optimizer step."""
+    """The loss, or the weights after an optimizer step, became NaN or infinite; training stopped before
+    anything non-finite was saved."""
+
+
+class FiniteWeightsCallback(TrainerCallback):
+    """After every optimizer step and before its checkpoint is written, every trainable weight must be
+    finite (a loss can be finite while an update, e.g. from a huge learning rate, is not)."""
+
+    def on_step_end(self, args, state, control, model=None, **kwargs):
+        if model is None:
+            return control
+        for name, param in model.named_parameters():
+            if param.requires_grad and not bool(torch.isfinite(param.detach()).all()):
+                raise NonFiniteLossError(
+                    f"the weights became non-finite after the optimizer step of step {state.global_step} ({name}); "
+                    f"stopped before saving them. The last good checkpoint is in {args.output_dir} (resume with "
+                    "--resume); try a lower --lr."
+                )
+        return control
 
 
 def _unused_reward(completions: list, **kwargs: Any) -> list[float]:
@@ -177,6 +196,7 @@ class SkillRiseTrainer(GRPOTrainer):
         from skillrise_train.rollout import default_splits
 
         args = make_grpo_config(config, **arg_overrides)
+        callbacks = list(callbacks or []) + [FiniteWeightsCallback()]
         if not torch.cuda.is_available():
             # deliberate: on small CPU models extra threads mostly spin (and a busy machine makes it far worse)
             torch.set_num_threads(max(1, config.threads))

@@ -222,3 +222,34 @@ def test_the_run_ends_with_what_it_did(tmp_path, capsys):
 
     report = run_report(out / "turns.jsonl")
     assert report["solve_turns"] == 4 and report["tasks"] == 4 and 0.0 <= report["solve_format_valid"] <= 1.0
+
+
+def test_non_finite_weights_after_an_update_stop_before_they_are_saved(tmp_path, capsys, monkeypatch):
+    import torch
+
+    from skillrise_train.trainer import SkillRiseTrainer
+
+    original = SkillRiseTrainer.training_step
+
+    def poisoned(self, model, inputs, num_items_in_batch):
+        loss = original(self, model, inputs, num_items_in_batch)  # a finite loss ...
+        if self.state.global_step == 1:  # ... whose update in the second step is not
+            for param in model.parameters():
+                if param.grad is not None:
+                    param.grad.fill_(float("inf"))
+        return loss
+
+    monkeypatch.setattr(SkillRiseTrainer, "training_step", poisoned)
+    out = tmp_path / "run"
+    code = main(["--env", "toy", *TINY, "--steps", "3", "--max-task-steps", "1", "--no-lora", "--output-dir", str(out)])
+    assert code == 3
+    err = capsys.readouterr().err
+    assert "weights became non-finite" in err and "step 2" in err and "--resume" in err
+    assert (out / "checkpoint-1").is_dir() and not (out / "checkpoint-2").exists()
+
+
+def test_a_learning_rate_that_is_not_a_finite_positive_number_is_refused(capsys):
+    for bad in ("inf", "nan", "0", "-1e-3"):
+        assert main([f"--lr={bad}"]) == 2
+        assert "lr must be a finite number > 0" in capsys.readouterr().err
+    assert main(["--warmstart-lr", "inf"]) == 2
