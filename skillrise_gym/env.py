@@ -258,6 +258,10 @@ class SequenceEnv(gym.Env):
         }
         if abandoned:
             info["abandoned_sequence"] = abandoned
+        if self._done:  # every task failed to load (K=1, or carry none): nothing to play, the sequence is over
+            info["sequence_done"] = True
+            info["summary"] = self.summary()
+            return self._observation(), info
         if self.expert_in_info and self._role == ROLE_SOLVE:
             info["expert_action"] = self._expert_action()
         return self._observation(), info

@@ -188,13 +188,17 @@ class RolloutEngine:
                 for p in plans
             }
         )
-        for index, (obs, _info) in replies.items():
-            observations[index] = obs
         for plan in plans:
             result.task_rewards[plan.trial_id] = [0.0] * len(plan.task_ids)
+        live = []
+        for index, (obs, info) in sorted(replies.items()):
+            observations[index] = obs
+            if info.get("sequence_done"):  # its tasks failed to load (engine errors): nothing to generate
+                result.success[by_env[index].trial_id] = [bool(s) for s in info["summary"]["success"]]
+            else:
+                live.append(index)
         result.env_seconds += time.perf_counter() - started
 
-        live = sorted(by_env)
         while live:
             prompts = [observations[i]["prompt"] for i in live]
             prefixes = [str(observations[i].get("answer_prefix") or "") for i in live]

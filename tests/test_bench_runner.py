@@ -226,3 +226,23 @@ def test_backend_option_values_are_json_or_python_literals_or_strings():
                       "g": (1, 2), "h": ""}
     with pytest.raises(ValueError, match="KEY=VALUE"):
         parse_backend_options(["novalue"])
+
+
+@pytest.mark.parametrize("K", [1, 2])
+def test_a_task_that_fails_to_load_is_an_engine_error_and_the_run_goes_on(tmp_path, K):
+    from skillrise_gym.backends.toy import ToyBackend
+    from skillrise_gym.bench.runner import BenchConfig, run_bench
+    from skillrise_gym.agents.expert import ExpertAgent
+
+    broken = [t.id for t in ToyBackend().list_tasks("test") if t.family == "red"]
+    config = BenchConfig(env="toy", out=str(tmp_path / "run"), K=[K], num_sequences=8, split="test", progress=False,
+                         plots=False, backend_options={"fail_to_load": broken})
+    outcome = run_bench(config, ExpertAgent())
+    assert outcome.status == "complete"
+    rows = results(tmp_path / "run")
+    assert len(rows) == 8
+    failed = [r for r in rows if r["family"] == "red"]
+    assert failed and all(all("could not load" in e for e in r["engine_errors"]) and not any(r["success"])
+                          for r in failed)
+    assert all(all(r["success"]) for r in rows if r["family"] != "red")  # the others are played as usual
+    assert run_bench(config, ExpertAgent()).status == "complete"  # a rerun finds nothing left to do

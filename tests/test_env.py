@@ -282,3 +282,18 @@ def test_gymnasium_vector_envs_accept_sequence_envs():
     obs, rewards, terminated, truncated, infos = envs.step(("look", "look"))
     assert rewards.shape == (2,) and not terminated.any()
     envs.close()
+
+
+def test_reset_of_a_k1_sequence_whose_task_fails_to_load_says_the_sequence_is_over():
+    from skillrise_gym.backends.toy import ToyBackend
+    from skillrise_gym.env import SequenceEnv
+
+    env = SequenceEnv(ToyBackend(fail_to_load=["red-train-0"]), K=1)
+    obs, info = env.reset(options={"task_ids": ["red-train-0"]})
+    assert info["sequence_done"] is True
+    assert "could not load" in info["summary"]["tasks"][0]["engine_error"]
+    assert "Engine error while loading" in obs["observation"]
+    with pytest.raises(RuntimeError, match="has ended"):
+        env.step("<action>look</action>")
+    _, info = env.reset(options={"task_ids": ["red-train-1"]})
+    assert "sequence_done" not in info

@@ -253,3 +253,27 @@ def test_a_learning_rate_that_is_not_a_finite_positive_number_is_refused(capsys)
         assert main([f"--lr={bad}"]) == 2
         assert "lr must be a finite number > 0" in capsys.readouterr().err
     assert main(["--warmstart-lr", "inf"]) == 2
+
+
+def test_a_k1_task_that_fails_to_load_gives_no_turns_and_the_rollout_goes_on():
+    from skillrise_gym.backends.toy import COLOURS, ToyBackend
+    from skillrise_train.rollout import RolloutEngine
+
+    failing = [t.id for t in ToyBackend().list_tasks("train") if t.family in COLOURS[: len(COLOURS) // 2]]
+    engine = RolloutEngine("toy", "grpo", 1, 2, 8, "train", 2, seed=0, backend_options={"fail_to_load": failing})
+    try:
+        sequences = engine.sequences(0, 8)
+        plans = engine.plan(sequences, tag="t")
+        result = engine.play(plans, lambda prompts, prefixes: [_expert_completion(p) for p in prompts])
+    finally:
+        engine.close()
+    assert set(result.success) == {p.trial_id for p in plans}  # every trial ended, none hung or crashed
+    broken = {p.trial_id for p in plans if p.task_ids[0] in failing}
+    assert broken and all(result.success[t] == [False] for t in broken)
+    assert not {s.tag.trial for s in result.samples} & broken
+
+
+def _expert_completion(prompt):
+    from skillrise_train.rollout import Completion
+
+    return Completion([0], [0], "<action>look</action>", False)

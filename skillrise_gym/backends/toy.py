@@ -24,9 +24,11 @@ class ToyBackend(Backend):
     splits: ClassVar[tuple[str, ...]] = ("train", "test")
     default_max_task_steps: ClassVar[int] = 8
 
-    def __init__(self, tasks_per_family: int = 6, extra_tasks: list[Task] | None = None) -> None:
+    def __init__(self, tasks_per_family: int = 6, extra_tasks: list[Task] | None = None,
+                 fail_to_load: list[str] | tuple[str, ...] = ()) -> None:
         self.tasks_per_family = tasks_per_family
         self.extra_tasks = list(extra_tasks or [])
+        self.fail_to_load = set(fail_to_load)  # task ids whose reset raises EngineError
         self._task: Task | None = None
         self._progress = 0
         self._steps = 0
@@ -55,6 +57,8 @@ class ToyBackend(Backend):
     def reset(self, task: Task) -> StepResult:
         if self.closed:
             raise RuntimeError("ToyBackend is closed")
+        if task.id in self.fail_to_load:
+            raise EngineError(f"toy engine could not load task {task.id}")
         self._task, self._progress, self._steps = task, 0, 0
         return StepResult(observation=f"You are in a room full of switches. Your task is to: {self.task_description()}")
 

@@ -287,9 +287,15 @@ class BenchRunner:
                 self._replay_after_crash(exc, slots, queue)
                 free = list(range(pool.num_envs))
                 continue
+            ended = []
             for i, (observation, info) in replies.items():
                 slots[i].observation, slots[i].info = observation, info
-            return
+                if info.get("sequence_done"):  # its tasks failed to load: recorded as engine errors
+                    self._commit(slots.pop(i), info)
+                    ended.append(i)
+            if not ended:
+                return
+            free = ended
 
     def _replay_after_crash(self, exc: WorkerError, slots: dict[int, _Flight], queue: deque[_Flight]) -> None:
         """A worker died: every in-flight sequence is replayed from its start (the pool lost the replies of
