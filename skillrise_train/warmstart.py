@@ -30,7 +30,7 @@ sequence token so that generation stops after the closing tag.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Collection, Sequence
 
 import numpy as np
 
@@ -47,7 +47,7 @@ def format_examples(env: Any, sequences: int, seed: int = 0, reading: int = 2) -
     examples per episode (see the module docstring)."""
     rng = np.random.default_rng(seed)
     examples: list[Example] = []
-    clauses: list[str] = []  # every trajectory clause seen so far: the notes of reading examples
+    clauses: dict[str, None] = {}  # every distinct trajectory clause seen so far, in order: reading notes
     base = env.unwrapped
     for n in range(sequences):
         obs, info = env.reset(seed=int(rng.integers(2**31)))
@@ -63,7 +63,7 @@ def format_examples(env: Any, sequences: int, seed: int = 0, reading: int = 2) -
                 target = f"<action>{choice}</action>"
             else:
                 own = trajectory_clauses(base.records[-1].history)
-                clauses.extend(own)
+                clauses.update(dict.fromkeys(own))
                 target = "<skill>" + (own[int(rng.integers(len(own)))] if own else "none") + "</skill>"
             examples.append(Example(str(obs["prompt"]), target, str(obs.get("answer_prefix") or "")))
             obs, _reward, done, _truncated, _info = env.step(target)
@@ -72,27 +72,28 @@ def format_examples(env: Any, sequences: int, seed: int = 0, reading: int = 2) -
     return examples
 
 
-def reading_examples(env: Any, task_ids: Sequence[str], clauses: Sequence[str], count: int,
+def reading_examples(env: Any, task_ids: Sequence[str], clauses: Collection[str], count: int,
                      rng: np.random.Generator) -> list[Example]:
     """`count` first-task SOLVE examples of the sequence `task_ids` whose document is a note that names one
-    admissible action, drawn from `clauses` (other tasks' trajectories, so unrelated to this task's
-    answer), and whose target is the named action: the target depends on the note alone."""
+    admissible action, drawn from `clauses` (distinct clauses of other tasks' trajectories, so unrelated to
+    this task's answer), and whose target is the named action: the target depends on the note alone."""
     if not clauses or count <= 0:
         return []
     obs, _ = env.reset(options={"task_ids": list(task_ids)})
     actions = list(obs["admissible_actions"])
-    naming = [c for c in dict.fromkeys(clauses) if named_action(actions, c) is not None]
-    plain = [c for c in dict.fromkeys(clauses) if named_action(actions, c) is None]
+    named = {clause: named_action(actions, clause) for clause in clauses}
+    naming = [c for c, action in named.items() if action is not None]
+    plain = [c for c, action in named.items() if action is None]
     out = []
     for _ in range(count if naming else 0):
         note = naming[int(rng.integers(len(naming)))]
+        target = named[note]
         if plain and rng.random() < 0.5:  # notes hold other clauses too
             other = plain[int(rng.integers(len(plain)))]
             longer = f"{note}; {other}" if rng.random() < 0.5 else f"{other}; {note}"
-            note = longer if named_action(actions, longer) == named_action(actions, note) else note
+            note = longer if named_action(actions, longer) == target else note
         obs, _ = env.reset(options={"task_ids": list(task_ids), "skill_document": note})
-        out.append(Example(str(obs["prompt"]), f"<action>{named_action(actions, note)}</action>",
-                           str(obs.get("answer_prefix") or "")))
+        out.append(Example(str(obs["prompt"]), f"<action>{target}</action>", str(obs.get("answer_prefix") or "")))
     return out
 
 
