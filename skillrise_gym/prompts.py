@@ -265,9 +265,9 @@ def profile(benchmark: str) -> Profile:
 
 
 def clean_text(text: str) -> str:
-    """Text as it may cross the env boundary (actions, documents, observations): line breaks as \n, no control
-    characters other than newline and tab, no lone surrogates (they confuse tokenizers, crash py4j and cannot
-    be written as UTF-8)."""
+    """Text as it may cross the env boundary (actions, documents, observations): line breaks as newlines, no
+    control characters other than newline and tab, no lone surrogates (they confuse tokenizers, crash py4j
+    and cannot be written as UTF-8)."""
     return _CONTROL.sub("", _BREAKS.sub("\n", text))
 
 

@@ -85,15 +85,16 @@ def parse_backend_options(items: Sequence[str]) -> dict[str, Any]:
     options: dict[str, Any] = {}
     for item in items:
         key, sep, value = item.partition("=")
-        if not sep or not key.strip():
+        key = key.strip()
+        if not sep or not key:
             raise ValueError(f"--backend-option expects KEY=VALUE, got {item!r}")
         try:
-            options[key.strip()] = json.loads(value)
+            options[key] = json.loads(value)
         except ValueError:
             try:
-                options[key.strip()] = ast.literal_eval(value.strip())
+                options[key] = ast.literal_eval(value.strip())
             except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
-                options[key.strip()] = value
+                options[key] = value
     return options
 
 

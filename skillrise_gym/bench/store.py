@@ -172,7 +172,6 @@ class RunStore(_LockedDir):
         _append(self.dir / RESULTS, json_line(dict(result)))
         self.results[key] = dict(result)
 
-
     def __enter__(self) -> "RunStore":
         return self.open()
 
@@ -229,7 +228,6 @@ class CarrySetDir(_LockedDir):
 
     def member(self, carry: str) -> RunStore:
         return RunStore(self.dir / carry_dir_name(carry), self.member_identity(carry))
-
 
 
 def _prepare_dir(path: Path, manifest: str, allowed: set[str], also_manifest: str | None = None) -> None:
