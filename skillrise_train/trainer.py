@@ -47,8 +47,14 @@ class FiniteWeightsCallback(TrainerCallback):
     def on_step_end(self, args, state, control, model=None, **kwargs):
         if model is None:
             return control
-        for name, param in model.named_parameters():
-            if param.requires_grad and not bool(torch.isfinite(param.detach()).all()):
+        trained = [(name, param.detach()) for name, param in model.named_parameters() if param.requires_grad]
+        if not trained:
+            return control
+        device = trained[0][1].device  # one device sync per step, not one per parameter
+        if bool(torch.stack([torch.isfinite(p).all().to(device) for _, p in trained]).all()):
+            return control
+        for name, param in trained:
+            if not bool(torch.isfinite(param).all()):
                 raise NonFiniteLossError(
                     f"the weights became non-finite after the optimizer step of step {state.global_step} ({name}); "
                     f"stopped before saving them. The last good checkpoint is in {args.output_dir} (resume with "

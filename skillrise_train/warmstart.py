@@ -67,7 +67,7 @@ def format_examples(env: Any, sequences: int, seed: int = 0, reading: int = 2) -
                 target = "<skill>" + (own[int(rng.integers(len(own)))] if own else "none") + "</skill>"
             examples.append(Example(str(obs["prompt"]), target, str(obs.get("answer_prefix") or "")))
             obs, _reward, done, _truncated, _info = env.step(target)
-        if getattr(base, "carry", "skill") == "skill":
+        if base.carry == "skill":
             examples.extend(reading_examples(env, task_ids, clauses, reading, rng))
     return examples
 

@@ -264,7 +264,7 @@ def test_a_k1_task_that_fails_to_load_gives_no_turns_and_the_rollout_goes_on():
     try:
         sequences = engine.sequences(0, 8)
         plans = engine.plan(sequences, tag="t")
-        result = engine.play(plans, lambda prompts, prefixes: [_expert_completion(p) for p in prompts])
+        result = engine.play(plans, lambda prompts, prefixes: [_look_completion() for _ in prompts])
     finally:
         engine.close()
     assert set(result.success) == {p.trial_id for p in plans}  # every trial ended, none hung or crashed
@@ -273,7 +273,7 @@ def test_a_k1_task_that_fails_to_load_gives_no_turns_and_the_rollout_goes_on():
     assert not {s.tag.trial for s in result.samples} & broken
 
 
-def _expert_completion(prompt):
+def _look_completion():
     from skillrise_train.rollout import Completion
 
     return Completion([0], [0], "<action>look</action>", False)
