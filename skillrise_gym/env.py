@@ -40,7 +40,7 @@ import numpy as np
 from gymnasium import spaces
 
 from skillrise_gym import prompts
-from skillrise_gym.backends import Backend, EngineError, backend_class
+from skillrise_gym.backends import Backend, EngineError, backend_class, check_options
 from skillrise_gym.sequences import MODES, SequenceSampler, TaskSequence
 from skillrise_gym.spaces import TextSpace
 from skillrise_gym.tasks import Task
@@ -137,6 +137,8 @@ class SequenceEnv(gym.Env):
             raise TypeError(f"backend must be a name or a Backend, got {type(backend).__name__}")
         if backend_options and not isinstance(backend_options, dict):
             raise TypeError("backend_options must be a dict of keyword arguments")
+        if backend_options and isinstance(backend, str):
+            check_options(self._backend_cls, backend_options)  # refused now, not at the first reset
         if not isinstance(K, (int, np.integer)) or isinstance(K, bool) or K < 1:
             raise ValueError(f"K must be a positive integer, got {K!r}")
         if mode not in MODES:

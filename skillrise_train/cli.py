@@ -165,7 +165,7 @@ def run(config: TrainConfig) -> dict[str, Any]:
     (out / "config.json").write_text(json.dumps(config.to_dict(), indent=2))
 
     resolve_model_path(config.model)  # fail early, before any env starts, on a bad model name
-    backend_options = json.loads(config.backend_options) if config.backend_options else {}
+    backend_options = config.parsed_backend_options()
     eval_split = config.eval_split or default_splits(config.env)[1]
     logger = MetricsLogger(config, out)
     trainer = SkillRiseTrainer.from_config(config, callbacks=[logger.callback])

@@ -6,6 +6,7 @@ SmolLM2-135M-Instruct. Paper-scale values (reference, section 5) are given in do
 
 from __future__ import annotations
 
+import json
 import math
 from dataclasses import asdict, dataclass, fields
 from typing import Any
@@ -144,6 +145,23 @@ class TrainConfig:
             raise ValueError(f"gamma must be in [0, 1], got {self.gamma}")
         if self.invalid_penalty < 0:
             raise ValueError("invalid_penalty must be >= 0")
+        from skillrise_gym.backends import backend_class, check_options
+
+        backend_class(self.env)  # an unknown name: ValueError listing the known ones
+        check_options(self.env, self.parsed_backend_options())
+
+    def parsed_backend_options(self) -> dict[str, Any]:
+        """`backend_options` as a dict (ValueError for JSON that is not an object)."""
+        if not self.backend_options.strip():
+            return {}
+        try:
+            options = json.loads(self.backend_options)
+        except json.JSONDecodeError as exc:
+            raise ValueError(f"backend_options must be a JSON object, e.g. '{{\"num_products\": 200}}': "
+                             f"{exc.msg} at character {exc.pos} of {self.backend_options!r}") from None
+        if not isinstance(options, dict):
+            raise ValueError(f"backend_options must be a JSON object, got {self.backend_options!r}")
+        return options
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

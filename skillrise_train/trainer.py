@@ -215,7 +215,7 @@ class SkillRiseTrainer(GRPOTrainer):
                 r=config.lora_r, lora_alpha=config.lora_alpha, lora_dropout=0.0, target_modules="all-linear",
                 task_type="CAUSAL_LM",
             )
-        backend_options = json.loads(config.backend_options) if config.backend_options else {}
+        backend_options = config.parsed_backend_options()
         prompt_style = resolve_prompt_style(config.prompt_style, model)
         rollout = RolloutEngine(
             config.env, config.algo, config.K, config.G, config.S,

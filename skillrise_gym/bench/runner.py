@@ -34,7 +34,7 @@ from typing import Any, Callable, Sequence
 
 from skillrise_gym import prompts
 from skillrise_gym.agents.base import Agent, AgentError, AgentOutput
-from skillrise_gym.backends import backend_class
+from skillrise_gym.backends import backend_class, check_options
 from skillrise_gym.bench import metrics
 from skillrise_gym.bench.store import CarrySetDir, RunStore, carry_dir_name, is_carry_set, trial_id
 from skillrise_gym.records import Turn
@@ -89,6 +89,7 @@ class BenchConfig:
         if self.parallel is not None and self.parallel < 1:
             raise ValueError("--parallel must be at least 1")
         cls = backend_class(self.env)
+        check_options(cls, self.backend_options)
         self.split = self.split or cls.splits[0]
         cls.check_split(self.split)
         self.max_task_steps = self.max_task_steps or cls.default_max_task_steps

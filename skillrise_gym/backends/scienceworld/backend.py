@@ -96,6 +96,11 @@ class ScienceWorldBackend(Backend):
     default_max_task_steps: ClassVar[int] = 30
     admissible_by_default: ClassVar[bool] = False
 
+    #: inclusive bounds checked when an env is made (`check_options`)
+    option_ranges: ClassVar[dict[str, tuple[float, float]]] = {
+        "max_action_chars": (1, 1_000_000), "call_timeout": (0.001, 86_400.0),
+    }
+
     def __init__(
         self,
         simplifications: str = "easy",

@@ -54,11 +54,15 @@ def find_java(java: str | None = None) -> str:
     """The `java` executable to use: `java` if given, else $SCIWORLD_JAVA_HOME/bin/java, else
     $JAVA_HOME/bin/java, else `java` on PATH. Raises JavaNotFoundError naming the fix."""
     tried: list[str] = []
-    if java:
-        resolved = shutil.which(java)
+    if java:  # named explicitly: that one or an error, never a silent fallback to another java
+        resolved = shutil.which(str(java))
         if resolved:
             return resolved
-        tried.append(java)
+        raise JavaNotFoundError(
+            f"The ScienceWorld backend was given java={java!r}, which is not an executable (nor a command on "
+            "PATH). Name an existing java, or leave the option out to use $SCIWORLD_JAVA_HOME, $JAVA_HOME or "
+            "`java` on PATH."
+        )
     for var in ("SCIWORLD_JAVA_HOME", "JAVA_HOME"):
         home = os.environ.get(var)
         if home:

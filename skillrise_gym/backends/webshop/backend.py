@@ -34,6 +34,9 @@ class WebShopBackend(Backend):
     #: a few more than the reference's 12 turns: the expert needs at most 11 even with paging
     default_max_task_steps: ClassVar[int] = 15
     admissible_by_default: ClassVar[bool] = True
+    #: inclusive bounds checked when an env is made (`check_options`); a generated catalog of 10**9 products
+    #: would take days to build (upstream's full catalog has 1.18 M products)
+    option_ranges: ClassVar[dict[str, tuple[float, float]]] = {"num_products": (1, 2_000_000)}
 
     def __init__(
         self,
