@@ -80,6 +80,59 @@ def test_not_an_alfworld_archive(tmp_path):
         alfdata.resolve_data_root(archive)
 
 
+def _archive(tmp_path, entries, name="json_2.1.1.tar.xz"):
+    """An xz tar of `entries` (arcname -> bytes, or None for a folder)."""
+    import io
+    import tarfile
+
+    archive = tmp_path / name
+    with tarfile.open(archive, "w:xz") as tar:
+        for arcname, payload in entries.items():
+            info = tarfile.TarInfo(arcname)
+            if payload is None:
+                info.type, info.mode = tarfile.DIRTYPE, 0o755
+                tar.addfile(info)
+            else:
+                info.size, info.mode = len(payload), 0o644
+                tar.addfile(info, io.BytesIO(payload))
+    return archive
+
+
+GAME = "json_2.1.1/valid_seen/pick_and_place_simple-Potato-None-SinkBasin-12/trial_1/game.tw-pddl"
+
+
+def test_an_archive_with_a_leading_dot_slash_is_accepted(tmp_path, monkeypatch):
+    monkeypatch.setenv("SKILLRISE_CACHE", str(tmp_path / "cache"))
+    archive = _archive(tmp_path, {".": None, "./json_2.1.1": None, "./" + GAME: b'{"walkthrough": []}'})
+    root = alfdata.extract_archive(archive)
+    assert root.name == "json_2.1.1" and (root.parent / GAME).read_bytes() == b'{"walkthrough": []}'
+
+
+def test_a_member_name_too_long_for_the_file_system_is_a_clear_error(tmp_path, monkeypatch):
+    monkeypatch.setenv("SKILLRISE_CACHE", str(tmp_path / "cache"))
+    archive = _archive(tmp_path, {"json_2.1.1/" + "a" * 300: b"x"})
+    with pytest.raises(DataNotFoundError, match="300 bytes.*longer than the 255"):
+        alfdata.extract_archive(archive)
+    assert not alfdata.extracted_location(archive).joinpath("json_2.1.1").exists()
+
+
+def test_expansion_is_capped_before_anything_is_written(tmp_path, monkeypatch):
+    monkeypatch.setenv("SKILLRISE_CACHE", str(tmp_path / "cache"))
+    bomb = _archive(tmp_path, {"json_2.1.1": None, **{f"json_2.1.1/z{i}": bytes(2 << 20) for i in range(3)}})
+    assert bomb.stat().st_size < 20_000  # 6 MB of zeros
+    monkeypatch.setenv("SKILLRISE_MAX_EXTRACT_BYTES", str(5 << 20))
+    with pytest.raises(DataNotFoundError, match="expands to more than 5242880 bytes.*SKILLRISE_MAX_EXTRACT_BYTES"):
+        alfdata.extract_archive(bomb)
+    location = alfdata.extracted_location(bomb)
+    assert not (location / "json_2.1.1").exists() and not list(location.glob(".extract-*"))
+    monkeypatch.setenv("SKILLRISE_MAX_EXTRACT_BYTES", str(7 << 20))  # raised on purpose: extracted
+    assert (alfdata.extract_archive(bomb) / "z2").stat().st_size == 2 << 20
+    monkeypatch.setenv("SKILLRISE_MAX_EXTRACT_BYTES", "lots")
+    with pytest.raises(ValueError, match="SKILLRISE_MAX_EXTRACT_BYTES"):
+        alfdata.max_extract_bytes()
+    assert alfdata.DEFAULT_MAX_EXTRACT_BYTES >= 3 * 332_416_329  # the official tree fits with room
+
+
 def test_importing_the_backend_package_does_not_import_the_engine():
     code = "import sys, skillrise_gym.backends.alfworld; print(any(m in sys.modules for m in ('textworld', 'alfworld', 'fast_downward')))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout

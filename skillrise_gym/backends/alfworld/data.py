@@ -112,15 +112,86 @@ def extracted_location(archive: str | os.PathLike) -> Path:
     return cache_dir("alfworld", "data") / sha256_file(archive)[:16]
 
 
-def extract_archive(archive: str | os.PathLike) -> Path:
+#: the most bytes an archive may expand to (the official json_2.1.1 tree is 332 MB, 9592 entries);
+#: `$SKILLRISE_MAX_EXTRACT_BYTES` raises or lowers it
+DEFAULT_MAX_EXTRACT_BYTES = 1 << 30
+MAX_ARCHIVE_MEMBERS = 200_000
+NAME_MAX = 255  # bytes in one path component (ext4, xfs, apfs)
+
+
+def max_extract_bytes() -> int:
+    """The expansion cap: `$SKILLRISE_MAX_EXTRACT_BYTES` (an integer number of bytes) or 1 GiB."""
+    raw = os.environ.get("SKILLRISE_MAX_EXTRACT_BYTES", "").strip()
+    if not raw:
+        return DEFAULT_MAX_EXTRACT_BYTES
+    try:
+        value = int(raw.replace("_", ""))
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise ValueError(f"SKILLRISE_MAX_EXTRACT_BYTES must be a positive number of bytes, got {raw!r}")
+    return value
+
+
+def _member_path(name: str) -> str:
+    """A member's name without leading './' (so '.' and './' are the archive's root)."""
+    while name.startswith("./"):
+        name = name[2:]
+    return "" if name in (".", "") else name.rstrip("/")
+
+
+def _check_members(archive: Path, members: list[tarfile.TarInfo], max_bytes: int) -> list[tarfile.TarInfo]:
+    """The members to extract (the root entry './' dropped), or DataNotFoundError: a member outside
+    json_2.1.1/, a path component longer than the file system allows, more entries or bytes than the caps."""
+    if len(members) > MAX_ARCHIVE_MEMBERS:
+        raise DataNotFoundError(f"{archive} holds {len(members)} entries, more than the {MAX_ARCHIVE_MEMBERS} an "
+                                f"ALFWorld archive can hold (the official one has 9592). {HOW_TO_GET}")
+    kept, total = [], 0
+    for member in members:
+        path = _member_path(member.name)
+        if not path:
+            if not member.isdir():
+                raise DataNotFoundError(f"{archive}: its root entry {member.name!r} is not a folder. {HOW_TO_GET}")
+            continue
+        if path != DATA_VERSION and not path.startswith(DATA_VERSION + "/"):
+            raise DataNotFoundError(
+                f"{archive} is not an ALFWorld {DATA_VERSION} archive (e.g. it holds {member.name[:200]!r}). "
+                f"{HOW_TO_GET}"
+            )
+        long = next((part for part in path.split("/") if len(part.encode("utf-8", "surrogateescape")) > NAME_MAX), None)
+        if long is not None:
+            raise DataNotFoundError(
+                f"{archive} holds a name of {len(long.encode('utf-8', 'surrogateescape'))} bytes "
+                f"({long[:60]!r}...), longer than the {NAME_MAX} a file system allows: not an ALFWorld archive. "
+                f"{HOW_TO_GET}"
+            )
+        total += max(0, member.size) if member.isfile() else 0
+        if total > max_bytes:
+            raise DataNotFoundError(
+                f"{archive} expands to more than {max_bytes} bytes (the cap; the official {DATA_VERSION} tree is "
+                f"about 332 MB), so it was not extracted. Set SKILLRISE_MAX_EXTRACT_BYTES to a larger number of "
+                f"bytes if the archive is genuine."
+            )
+        member.name = path
+        kept.append(member)
+    if not kept:
+        raise DataNotFoundError(f"{archive} holds no {DATA_VERSION}/ folder. {HOW_TO_GET}")
+    return kept
+
+
+def extract_archive(archive: str | os.PathLike, max_bytes: int | None = None) -> Path:
     """Extract a json_2.1.1 archive once into the cache and return its json_2.1.1 folder.
 
     Concurrent callers wait on a lock; extraction goes to a temporary folder that is renamed into place
-    only when complete, so a killed extractor leaves no half-written tree that looks finished.
+    only when complete, so a killed extractor leaves no half-written tree that looks finished. Members are
+    checked before anything is written (`_check_members`): at most `max_bytes` (default
+    `max_extract_bytes()`), names a file system can hold, everything under json_2.1.1/ (a leading './' is
+    fine); tarfile's "data" filter refuses links and paths that leave the folder.
     """
     archive = Path(archive).resolve()
     if not archive.is_file():
         raise DataNotFoundError(f"ALFWorld archive not found: {archive}. {HOW_TO_GET}")
+    limit = max_extract_bytes() if max_bytes is None else int(max_bytes)
     target = extracted_location(archive)
     final = target / DATA_VERSION
     if final.is_dir():
@@ -134,17 +205,16 @@ def extract_archive(archive: str | os.PathLike) -> Path:
         staging = Path(tempfile.mkdtemp(prefix=".extract-", dir=target))
         try:
             with tarfile.open(archive) as tar:
-                members = tar.getmembers()
-                outside = [m.name for m in members if not m.name.lstrip("./").startswith(DATA_VERSION)]
-                if outside:
-                    raise DataNotFoundError(
-                        f"{archive} is not an ALFWorld {DATA_VERSION} archive (e.g. it holds {outside[0]!r}). "
-                        f"{HOW_TO_GET}"
-                    )
+                members = _check_members(archive, tar.getmembers(), limit)
                 tar.extractall(staging, members=members, filter="data")
             os.replace(staging / DATA_VERSION, final)
         except tarfile.TarError as exc:
             raise DataNotFoundError(f"cannot read ALFWorld archive {archive}: {exc}. {HOW_TO_GET}") from exc
+        except OSError as exc:  # a full disk or a read-only cache: say where, keep nothing half-written
+            raise DataNotFoundError(
+                f"cannot extract ALFWorld archive {archive} into {target}: {exc.strerror or exc}. Free space there "
+                f"or point SKILLRISE_CACHE at a writable folder with room for about 350 MB."
+            ) from None
         finally:
             shutil.rmtree(staging, ignore_errors=True)
     return final
