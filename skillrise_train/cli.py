@@ -130,10 +130,24 @@ class MetricsLogger:
 
 
 # ---------------------------------------------------------------------------------------- main
-def _latest_checkpoint(out: Path) -> str | None:
-    from transformers.trainer_utils import get_last_checkpoint
+def resume_point(out: Path, updates_per_rollout: int) -> str:
+    """The newest complete checkpoint in `out` (newer, incomplete ones are named and skipped), with the
+    records of later steps dropped so that the resumed run writes each step's records once."""
+    from skillrise_train.checkpoints import checkpoint_step, latest_complete, trim_records
 
-    return get_last_checkpoint(str(out)) if out.is_dir() else None
+    folder, skipped = latest_complete(out)
+    for path, reason in skipped:
+        print(f"skillrise-train: --resume: skipping {path.name}, not a complete checkpoint: {reason}",
+              file=sys.stderr, flush=True)
+    if folder is None:
+        found = f" ({len(skipped)} incomplete)" if skipped else ""
+        raise FileNotFoundError(f"--resume: no complete checkpoint-N folder in {out}{found}; start without --resume")
+    step = checkpoint_step(folder)
+    dropped = {name: n for name, n in trim_records(out, step, updates_per_rollout).items() if n}
+    if dropped:
+        print("skillrise-train: --resume: dropped records of steps after " + folder.name + ": "
+              + ", ".join(f"{n} from {name}" for name, n in dropped.items()), file=sys.stderr, flush=True)
+    return str(folder)
 
 
 def run(config: TrainConfig) -> dict[str, Any]:
@@ -158,9 +172,7 @@ def run(config: TrainConfig) -> dict[str, Any]:
     out = Path(config.output_dir)
     resume_from = None
     if config.resume:
-        resume_from = _latest_checkpoint(out)
-        if resume_from is None:
-            raise FileNotFoundError(f"--resume: no checkpoint-N folder in {out}; start without --resume")
+        resume_from = resume_point(out, config.updates_per_rollout)
     out.mkdir(parents=True, exist_ok=True)
     (out / "config.json").write_text(json.dumps(config.to_dict(), indent=2))
 

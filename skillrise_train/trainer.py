@@ -202,7 +202,10 @@ class SkillRiseTrainer(GRPOTrainer):
         from skillrise_train.rollout import default_splits
 
         args = make_grpo_config(config, **arg_overrides)
-        callbacks = list(callbacks or []) + [FiniteWeightsCallback()]
+        from skillrise_train.checkpoints import completion_callback
+
+        # the finite check runs before the save, the completion marker after it (checkpoints.py)
+        callbacks = list(callbacks or []) + [FiniteWeightsCallback(), completion_callback()]
         if not torch.cuda.is_available():
             # deliberate: on small CPU models extra threads mostly spin (and a busy machine makes it far worse)
             torch.set_num_threads(max(1, config.threads))

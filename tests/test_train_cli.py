@@ -153,7 +153,42 @@ def test_resume_continues_the_step_count_and_rng_state(tmp_path, capsys):
 
 def test_resume_without_a_checkpoint_is_a_clear_error(tmp_path, capsys):
     assert main(["--env", "toy", *TINY, "--output-dir", str(tmp_path / "empty"), "--resume"]) == 2
-    assert "no checkpoint" in capsys.readouterr().err
+    assert "no complete checkpoint" in capsys.readouterr().err
+
+
+def test_resume_skips_damaged_checkpoints_and_records_agree_with_the_one_it_takes(tmp_path, capsys):
+    """Killed while saving (an empty checkpoint-3, a checkpoint-2 with a truncated optimizer) and late in a
+    step (records of step 2 written, a torn line after them): --resume takes checkpoint-1, drops the later records, and the
+    finished run holds each step's records once, identical to a run never killed (issue 11, items 5 and 6)."""
+    from skillrise_train.checkpoints import MARKER, check_complete
+
+    common = ["--env", "toy", *TINY, "--K", "2", "--G", "2", "--max-task-steps", "2", "--seed", "3"]
+    straight, killed = tmp_path / "straight", tmp_path / "killed"
+    assert main([*common, "--steps", "2", "--output-dir", str(straight)]) == 0
+    assert main([*common, "--steps", "2", "--output-dir", str(killed)]) == 0
+    assert check_complete(killed / "checkpoint-1") is None and check_complete(killed / "checkpoint-2") is None
+    optimizer = killed / "checkpoint-2" / "optimizer.pt"
+    optimizer.write_bytes(optimizer.read_bytes()[: optimizer.stat().st_size // 2])
+    (killed / "checkpoint-3").mkdir()
+    turns = (killed / "turns.jsonl").read_text()
+    (killed / "turns.jsonl").write_text(turns + turns.splitlines(keepends=True)[0][:40])  # a torn last line
+    capsys.readouterr()
+    assert main([*common, "--steps", "2", "--output-dir", str(killed), "--resume"]) == 0
+    captured = capsys.readouterr()
+    assert "resuming from" in captured.out and "checkpoint-1" in captured.out
+    assert "skipping checkpoint-3" in captured.err and "skipping checkpoint-2" in captured.err
+    assert "optimizer.pt has" in captured.err and "dropped records" in captured.err
+    assert [m["step"] for m in _lines(killed / "metrics.jsonl")] == [1, 2]
+    per_step = lambda folder: Counter(t["extra"]["step"] for t in _lines(folder / "turns.jsonl"))  # noqa: E731
+    assert per_step(killed) == per_step(straight)
+    responses = {
+        name: [(t["extra"]["step"], t["trial_id"], t["response"]) for t in _lines(folder / "turns.jsonl")]
+        for name, folder in (("straight", straight), ("killed", killed))
+    }
+    assert responses["killed"] == responses["straight"]
+    assert check_complete(killed / "checkpoint-2") is None  # saved again, whole
+    (killed / "checkpoint-2" / MARKER).unlink()
+    assert "no completion marker" in check_complete(killed / "checkpoint-2")
 
 
 # ------------------------------------------------------------------------------------ landed backends

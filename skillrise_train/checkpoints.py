@@ -1,0 +1,148 @@
+"""Checkpoints that are known to be complete, and records that agree with the checkpoint a run resumes from.
+
+The trainer (transformers' `Trainer`) writes `checkpoint-N/` file by file, so a kill while saving leaves a
+folder that looks like a checkpoint: empty, or with a truncated optimizer or adapter. After every save,
+`CompletionMarker` writes `checkpoint-N/skillrise-complete.json` (the size of every file in it) atomically;
+`--resume` takes the newest checkpoint whose marker is there and whose files still have those sizes, and
+says which newer ones it skipped and why.
+
+Records are written as a run goes (turns.jsonl when a rollout is played, metrics.jsonl and eval.jsonl when
+a step is logged), so after a kill they can run ahead of the newest complete checkpoint; a resumed run
+replays those steps. `trim_records` first drops every record of a step the checkpoint does not hold, so
+each step's records appear once, whatever the moment of the kill.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from pathlib import Path
+from typing import Any
+
+MARKER = "skillrise-complete.json"
+_CHECKPOINT = re.compile(r"^checkpoint-(\d+)$")
+
+
+def _fsync_write(path: Path, text: str) -> None:
+    tmp = path.with_name(f".{path.name}.tmp")
+    with open(tmp, "w", encoding="utf-8") as handle:
+        handle.write(text)
+        handle.flush()
+        os.fsync(handle.fileno())
+    os.replace(tmp, path)
+
+
+def mark_complete(folder: str | os.PathLike, global_step: int) -> Path:
+    """Write `folder`'s completion marker: the global step and every file's size (after fsyncing them)."""
+    folder = Path(folder)
+    files: dict[str, int] = {}
+    for path in sorted(folder.rglob("*")):
+        if path.is_file() and path.name != MARKER and not path.name.startswith("."):
+            with open(path, "rb") as handle:
+                os.fsync(handle.fileno())
+            files[str(path.relative_to(folder))] = path.stat().st_size
+    marker = folder / MARKER
+    _fsync_write(marker, json.dumps({"global_step": int(global_step), "files": files}, indent=1))
+    return marker
+
+
+def check_complete(folder: str | os.PathLike) -> str | None:
+    """None when `folder` is a complete checkpoint, else why not (for the message)."""
+    folder = Path(folder)
+    marker = folder / MARKER
+    if not marker.is_file():
+        return "no completion marker (killed while saving, or saved by an older version)"
+    try:
+        files = json.loads(marker.read_text(encoding="utf-8"))["files"]
+    except (ValueError, KeyError, TypeError, OSError):
+        return "its completion marker is unreadable"
+    if not files:
+        return "it holds no files"
+    for name, size in files.items():
+        path = folder / name
+        if not path.is_file():
+            return f"{name} is missing"
+        if path.stat().st_size != size:
+            return f"{name} has {path.stat().st_size} bytes, not the {size} it was saved with"
+    return None
+
+
+def checkpoints(out: str | os.PathLike) -> list[tuple[int, Path]]:
+    """Every `checkpoint-N` folder in `out`, newest (largest N) first."""
+    out = Path(out)
+    if not out.is_dir():
+        return []
+    found = [(int(m.group(1)), p) for p in out.iterdir() if p.is_dir() and (m := _CHECKPOINT.match(p.name))]
+    return sorted(found, reverse=True)
+
+
+def latest_complete(out: str | os.PathLike) -> tuple[Path | None, list[tuple[Path, str]]]:
+    """The newest complete checkpoint in `out` (or None) and the newer ones skipped, each with its reason."""
+    skipped: list[tuple[Path, str]] = []
+    for _step, folder in checkpoints(out):
+        reason = check_complete(folder)
+        if reason is None:
+            return folder, skipped
+        skipped.append((folder, reason))
+    return None, skipped
+
+
+def checkpoint_step(folder: str | os.PathLike) -> int:
+    """The global step a checkpoint holds (its trainer_state.json, else its name)."""
+    folder = Path(folder)
+    try:
+        return int(json.loads((folder / "trainer_state.json").read_text(encoding="utf-8"))["global_step"])
+    except (OSError, ValueError, KeyError, TypeError):
+        match = _CHECKPOINT.match(folder.name)
+        if match is None:
+            raise ValueError(f"{folder} is not a checkpoint-N folder") from None
+        return int(match.group(1))
+
+
+def trim_records(out: str | os.PathLike, global_step: int, updates_per_rollout: int) -> dict[str, int]:
+    """Drop the records of steps after `global_step` (the checkpoint a run resumes from) from
+    turns.jsonl (turns of rollouts >= global_step // updates), metrics.jsonl (steps > global_step) and
+    eval.jsonl (rollouts > global_step // updates), and a torn last line. Returns lines dropped per file."""
+    out = Path(out)
+    rollouts = int(global_step) // max(1, int(updates_per_rollout))
+    keep = {
+        "turns.jsonl": lambda r: int((r.get("extra") or {}).get("step", r.get("step", 0))) < rollouts,
+        "metrics.jsonl": lambda r: int(r.get("step", 0)) <= global_step,
+        "eval.jsonl": lambda r: int(r.get("step", 0)) <= rollouts,
+    }
+    dropped: dict[str, int] = {}
+    for name, wanted in keep.items():
+        path = out / name
+        if not path.is_file():
+            continue
+        lines = [line for line in path.read_text(encoding="utf-8").splitlines(keepends=True) if line.strip()]
+        kept = []
+        for number, line in enumerate(lines, 1):
+            if not line.endswith("\n"):
+                continue  # an interrupted final write
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise ValueError(f"{path}:{number}: not valid JSON ({exc.msg})") from None
+            if wanted(record):
+                kept.append(line)
+        if len(kept) != len(lines):
+            _fsync_write(path, "".join(kept))
+        dropped[name] = len(lines) - len(kept)
+    return dropped
+
+
+def completion_callback() -> Any:
+    """A `TrainerCallback` that marks each checkpoint complete once the trainer has written all of it."""
+    from transformers import TrainerCallback
+
+    class CompletionMarker(TrainerCallback):
+        def on_save(self, args: Any, state: Any, control: Any, **kwargs: Any) -> Any:
+            if state.is_world_process_zero:
+                folder = Path(args.output_dir) / f"checkpoint-{state.global_step}"
+                if folder.is_dir():
+                    mark_complete(folder, state.global_step)
+            return control
+
+    return CompletionMarker()
