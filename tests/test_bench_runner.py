@@ -246,3 +246,48 @@ def test_a_task_that_fails_to_load_is_an_engine_error_and_the_run_goes_on(tmp_pa
                           for r in failed)
     assert all(all(r["success"]) for r in rows if r["family"] != "red")  # the others are played as usual
     assert run_bench(config, ExpertAgent()).status == "complete"  # a rerun finds nothing left to do
+
+
+@pytest.mark.parametrize("fail_at", ["turns", "summary"])
+def test_a_full_or_read_only_out_mid_run_is_one_clear_error_and_resumes(tmp_path, capsys, monkeypatch, fail_at):
+    """The disk fills (ENOSPC) while the third sequence is committed, or while the summary is written: one
+    message, exit 5, no traceback; what was committed before is kept and a rerun finishes the run (issue 11
+    item 8)."""
+    import errno
+    import os
+
+    from skillrise_gym.bench.cli import EXIT_OUTPUT
+
+    out = tmp_path / "run"
+    full = OSError(errno.ENOSPC, "No space left on device")
+    if fail_at == "turns":  # the store appends with os.write: fail the third append to turns.jsonl
+        real_write, calls = os.write, {"n": 0}
+
+        def write(fd, data):
+            if os.readlink(f"/proc/self/fd/{fd}") == str(out / "turns.jsonl"):
+                calls["n"] += 1
+                if calls["n"] >= 3:
+                    raise full
+            return real_write(fd, data)
+
+        monkeypatch.setattr(os, "write", write)
+    else:  # summaries are written atomically (a temporary file renamed into place)
+        import skillrise_gym.bench.store as store
+
+        real_atomic = store.atomic_write
+
+        def atomic(path, text, **kwargs):
+            if Path(path).name == "summary.json":
+                raise full
+            return real_atomic(path, text, **kwargs)
+
+        monkeypatch.setattr(store, "atomic_write", atomic)
+    code = bench(out, K=(1,), n=4, agent="random")
+    err = capsys.readouterr().err
+    assert code == EXIT_OUTPUT
+    assert "No space left on device" in err and "re-run the same command to resume" in err
+    assert "Traceback" not in err
+    assert len(results(out)) == (4 if fail_at == "summary" else 2)
+    monkeypatch.undo()
+    assert bench(out, K=(1,), n=4, agent="random") == 0
+    assert_consistent(out, {(1, i) for i in range(4)})

@@ -7,7 +7,8 @@
     skillrise-bench --env rulebook --agent hf --carry skill none reflect --K 1 3 --out runs/rb-carry
 
 Re-running a command with the same --out resumes it. Exit status: 0 done, 2 bad arguments or run
-directory, 3 the agent failed (resumable), 4 an environment failed, 130 interrupted (resumable).
+directory, 3 the agent failed (resumable), 4 an environment failed, 5 --out could not be written mid-run
+(full or read-only; resumable once it can), 130 interrupted (resumable).
 """
 
 from __future__ import annotations
@@ -22,9 +23,9 @@ from typing import Any, Sequence
 from skillrise_gym.agents.base import Agent
 from skillrise_gym.backends.base import DataNotFoundError, MissingDependencyError, SkillRiseError
 from skillrise_gym.bench.runner import ENVS, BenchConfig, run_bench
-from skillrise_gym.bench.store import RunDirError
+from skillrise_gym.bench.store import OutputError, RunDirError
 
-EXIT_OK, EXIT_USAGE, EXIT_AGENT, EXIT_ENV, EXIT_INTERRUPTED = 0, 2, 3, 4, 130
+EXIT_OK, EXIT_USAGE, EXIT_AGENT, EXIT_ENV, EXIT_OUTPUT, EXIT_INTERRUPTED = 0, 2, 3, 4, 5, 130
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -166,6 +167,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except RunDirError as exc:
         log(f"skillrise-bench: error: {exc}")
         return EXIT_USAGE
+    except OutputError as exc:
+        log(f"skillrise-bench: error: {exc}. The sequences finished before it are kept in {args.out}; once it "
+            "has room and is writable, re-run the same command to resume.")
+        return EXIT_OUTPUT
     except (DataNotFoundError, MissingDependencyError) as exc:
         log(f"skillrise-bench: error: {exc}")
         return EXIT_ENV

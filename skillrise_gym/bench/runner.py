@@ -36,7 +36,7 @@ from skillrise_gym import prompts
 from skillrise_gym.agents.base import Agent, AgentError, AgentOutput
 from skillrise_gym.backends import backend_class, check_options
 from skillrise_gym.bench import metrics
-from skillrise_gym.bench.store import CarrySetDir, RunStore, carry_dir_name, is_carry_set, trial_id
+from skillrise_gym.bench.store import CarrySetDir, OutputError, RunStore, carry_dir_name, is_carry_set, trial_id
 from skillrise_gym.records import Turn
 from skillrise_gym.sequences import TaskSequence
 from skillrise_gym.vector import EnvPool, WorkerError, env_fn
@@ -202,6 +202,8 @@ class BenchRunner:
             return "agent_error", f"the agent failed: {exc}"
         except KeyboardInterrupt:
             return "interrupted", "interrupted"
+        except OutputError:
+            raise  # the run folder cannot be written: no summary either; the caller says so once
         except Exception as exc:
             # an env or worker failure: summarise what finished, then let the caller report it
             if self.store.results:
@@ -442,8 +444,11 @@ class BenchRunner:
         if single and c.plots and summary["finished"]:  # several modes: the plots are drawn at the top
             from skillrise_gym.bench import plots
 
-            plots.plot_success_by_position(summary, self.store.dir / "success_by_position.png", title=title)
-            plots.plot_success_vs_K(summary, self.store.dir / "success_vs_K.png", title=title)
+            try:
+                plots.plot_success_by_position(summary, self.store.dir / "success_by_position.png", title=title)
+                plots.plot_success_vs_K(summary, self.store.dir / "success_vs_K.png", title=title)
+            except OSError as exc:
+                raise OutputError(f"cannot write the plots in {self.store.dir}: {exc.strerror or exc}") from None
         return BenchOutcome(summary=summary, table=table, status=status, message=message)
 
 
@@ -481,6 +486,8 @@ class CarrySetRunner:
                     if runner_status != "complete":
                         status, message = runner_status, runner_message
                         break
+            except OutputError:
+                raise
             except Exception as exc:
                 self._finish("error", f"{type(exc).__name__}: {exc}")
                 raise
@@ -522,8 +529,11 @@ class CarrySetRunner:
         if c.plots and summary["finished"]:
             from skillrise_gym.bench import plots
 
-            plots.plot_carry_success_by_position(summary, self.dir.dir / "success_by_position.png", title=title)
-            plots.plot_carry_success_vs_K(summary, self.dir.dir / "success_vs_K.png", title=title)
+            try:
+                plots.plot_carry_success_by_position(summary, self.dir.dir / "success_by_position.png", title=title)
+                plots.plot_carry_success_vs_K(summary, self.dir.dir / "success_vs_K.png", title=title)
+            except OSError as exc:
+                raise OutputError(f"cannot write the plots in {self.dir.dir}: {exc.strerror or exc}") from None
         return BenchOutcome(summary=summary, table=table, status=status, message=message)
 
 

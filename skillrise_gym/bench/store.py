@@ -54,6 +54,18 @@ class RunDirError(SkillRiseError, ValueError):
     """The output directory cannot be used for this run; the message says why and what to do."""
 
 
+class OutputError(SkillRiseError):
+    """A record or summary could not be written mid-run (the disk is full, the folder became read-only):
+    what was committed before is intact, and a rerun resumes from it."""
+
+
+def _writing(path: Path, write: Any) -> None:
+    try:
+        write()
+    except OSError as exc:
+        raise OutputError(f"cannot write {path}: {exc.strerror or exc}") from None
+
+
 def result_key(K: int, index: int) -> tuple[int, int]:
     return int(K), int(index)
 
@@ -92,7 +104,7 @@ class _LockedDir:
 
     def write_text(self, name: str, text: str) -> Path:
         path = self.dir / name
-        atomic_write(path, text, fsync=True)
+        _writing(path, lambda: atomic_write(path, text, fsync=True))
         return path
 
     def close(self) -> None:
@@ -314,7 +326,10 @@ def _read_lines(path: Path) -> tuple[list[dict[str, Any]], int]:
 
 
 def _append(path: Path, text: str) -> None:
-    data = text.encode("utf-8")
+    _writing(path, lambda: _append_bytes(path, text.encode("utf-8")))
+
+
+def _append_bytes(path: Path, data: bytes) -> None:
     fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
     try:
         view = memoryview(data)
