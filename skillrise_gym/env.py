@@ -42,7 +42,7 @@ from gymnasium import spaces
 from skillrise_gym import prompts
 from skillrise_gym.backends import Backend, EngineError, backend_class, check_options
 from skillrise_gym.sequences import MODES, SequenceSampler, TaskSequence
-from skillrise_gym.spaces import TextSpace
+from skillrise_gym.spaces import TextList, TextSpace
 from skillrise_gym.tasks import Task
 
 ROLES = ("solve", "curate")
@@ -106,7 +106,7 @@ class SequenceEnv(gym.Env):
         backend_options: keyword arguments for the backend's constructor.
     """
 
-    metadata = {"render_modes": ["ansi", "human"]}
+    metadata = {"render_modes": ["ansi", "human"], "render_fps": 1}  # text: one frame per turn
 
     def __init__(
         self,
@@ -179,7 +179,7 @@ class SequenceEnv(gym.Env):
                 "task": TextSpace(TEXT_LIMIT),
                 "observation": TextSpace(TEXT_LIMIT),
                 "skill_document": TextSpace(max(document_limit, 1)),
-                "admissible_actions": spaces.Sequence(TextSpace(TEXT_LIMIT), stack=False),
+                "admissible_actions": TextList(TextSpace(TEXT_LIMIT)),
                 "prompt": TextSpace(4 * TEXT_LIMIT),
                 "answer_prefix": TextSpace(64),
             }

@@ -235,6 +235,16 @@ class ALFWorldBackend(Backend):
                 return self._walkthrough[n]
         return self._handcoded.suggestion() if self._handcoded is not None else None
 
+    def __getstate__(self) -> dict:
+        if self._game is not None:
+            raise TypeError(
+                f"this {self.benchmark} env cannot be pickled or copied once reset: "
+                "its TextWorld game is a live engine (a compiled game state behind ctypes pointers). Pickle or copy it before reset, or make another with "
+                "gym.make(env.spec) and reset it with the same seed and options (sequences and worlds are "
+                "reproducible from them)"
+            )
+        return dict(self.__dict__)
+
     def close(self) -> None:
         self._game = None
         self._task = None

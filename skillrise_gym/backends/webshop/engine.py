@@ -69,10 +69,22 @@ class Shop:
         was_enabled = gc.isenabled()
         gc.disable()
         try:
-            return cls._build(config)
+            shop = cls._build(config)
         finally:
             if was_enabled:
                 gc.enable()
+        shop.config = config
+        return shop
+
+    config: ShopConfig | None = None  # set by `build`
+
+    def __reduce__(self) -> Any:
+        """A shop pickles (and deep-copies) as its config: unpickled, it is the process-wide shop for that
+        config (`get_shop`, built from the disk cache if this process has none), since engines only read it;
+        its search index holds C objects (PyStemmer) that cannot be pickled."""
+        if self.config is None:
+            raise TypeError("a WebShop Shop made without Shop.build(config) has no config to pickle it by")
+        return (get_shop, (self.config,))
 
     @classmethod
     def _build(cls, config: ShopConfig) -> "Shop":
