@@ -157,3 +157,46 @@ def test_transfer_files_of_dead_processes_are_swept(tmp_path):
         path.write_text("x")
     _sweep_stale_scratch(str(tmp_path))
     assert not stale.exists() and live.exists() and other.exists()
+
+
+def _java_children() -> list:
+    return [p for p in psutil.Process().children(recursive=True) if "java" in p.name()]
+
+
+@pytest.mark.parametrize("options, said", [
+    ({"jvm_options": ["-Xfoo"]}, "Unrecognized option: -Xfoo"),
+    ({"java": "/bin/false"}, "exit status 1"),
+])
+def test_a_jvm_that_cannot_start_is_a_configuration_error_with_its_own_message(options, said):
+    """Not one engine error per task (issue 11 item 11): the first reset raises JVMStartError carrying the
+    JVM's words, and no java process is left behind."""
+    import gymnasium as gym
+
+    from skillrise_gym.backends.scienceworld.jvm import JVMStartError
+
+    before = {p.pid for p in _java_children()}
+    env = gym.make("SkillRise-ScienceWorld-v0", backend_options={"tasks": ["boil"], **options})
+    try:
+        with pytest.raises(JVMStartError, match=said):
+            env.reset(seed=0)
+    finally:
+        env.close()
+    assert {p.pid for p in _java_children()} <= before
+
+
+def test_bench_stops_at_once_on_a_jvm_that_cannot_start(tmp_path):
+    code = subprocess.run(
+        [sys.executable, "-m", "skillrise_gym.bench.cli", "--env", "scienceworld", "--agent", "random", "--K", "1",
+         "--num-sequences", "3", "--backend-option", 'jvm_options=["-Xfoo"]', "--out", str(tmp_path / "run"),
+         "--no-progress"], capture_output=True, text=True, timeout=300)
+    assert code.returncode == 2
+    assert "Unrecognized option: -Xfoo" in code.stderr and "re-run" not in code.stderr
+    assert "Traceback" not in code.stderr
+    assert not (tmp_path / "run" / "results.jsonl").exists() or not (tmp_path / "run" / "results.jsonl").read_text()
+
+
+def test_a_bad_heap_size_is_refused_when_the_env_is_made():
+    import gymnasium as gym
+
+    with pytest.raises(ValueError, match="max_heap must be a JVM heap size"):
+        gym.make("SkillRise-ScienceWorld-v0", backend_options={"max_heap": "abc"})

@@ -52,7 +52,8 @@ def make_backend(name: str, **options: Any) -> Backend:
 def check_options(backend: str | type[Backend], options: dict[str, Any]) -> dict[str, Any]:
     """`options` if they fit the backend's constructor, else ValueError naming the option, what it must be
     and what it got: no unknown names, each value of its declared type (a bool is not an int and the string
-    'False' is not a bool), finite numbers, and inside the class's `option_ranges` (inclusive bounds). Runs
+    'False' is not a bool), finite numbers, inside the class's `option_ranges` (inclusive bounds), and
+    its `validate_options(options)` when it has one. Runs
     before any engine starts, so `gym.make`, the bench and the trainer refuse bad options at once."""
     cls = backend_class(backend) if isinstance(backend, str) else backend
     if not isinstance(options, dict):
@@ -80,6 +81,9 @@ def check_options(backend: str | type[Backend], options: dict[str, Any]) -> dict
             low, high = ranges[name]
             if not low <= value <= high:
                 raise ValueError(f"{label} option {name} must be in [{low}, {high}], got {value!r}")
+    validate = getattr(cls, "validate_options", None)  # a backend's own value checks (formats, combinations)
+    if validate is not None:
+        validate(options)
     return options
 
 

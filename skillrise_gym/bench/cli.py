@@ -175,6 +175,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         log(f"skillrise-bench: error: {exc}")
         return EXIT_ENV
     except SkillRiseError as exc:
+        if type(exc).__name__ == "JVMStartError":  # a configuration error: a rerun would fail the same way
+            log(f"skillrise-bench: error: {exc}")
+            return EXIT_USAGE
         log(f"skillrise-bench: error: {exc}\nFinished sequences are kept in {args.out}; re-run to resume.")
         return EXIT_ENV
     finally:

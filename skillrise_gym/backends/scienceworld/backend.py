@@ -23,6 +23,7 @@ Conventions (see docs/scienceworld.md for the user-facing version):
 from __future__ import annotations
 
 import logging
+import re
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Sequence
 
@@ -101,6 +102,14 @@ class ScienceWorldBackend(Backend):
         "max_action_chars": (1, 1_000_000), "call_timeout": (0.001, 86_400.0),
     }
 
+    @staticmethod
+    def validate_options(options: dict[str, Any]) -> None:
+        """Value checks beyond types and ranges (`check_options` calls this when an env is made)."""
+        max_heap = options.get("max_heap")
+        if max_heap is not None and not re.fullmatch(r"\d+[kKmMgGtT]?", str(max_heap)):
+            raise ValueError(f"scienceworld option max_heap must be a JVM heap size such as '1g' or '512m', got "
+                             f"{max_heap!r}")
+
     def __init__(
         self,
         simplifications: str = "easy",
@@ -123,6 +132,7 @@ class ScienceWorldBackend(Backend):
         self.family = family
         self.task_names = [catalog.check_task_name(t) for t in tasks] if tasks else catalog.task_names()
         self.difficulty_mode = difficulty
+        self.validate_options({"max_heap": max_heap})
         self.max_heap = max_heap
         self.deterministic = deterministic
         self.jvm_options = tuple(jvm_options)

@@ -31,7 +31,7 @@ import weakref
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-from skillrise_gym.backends.base import EngineError, MissingDependencyError
+from skillrise_gym.backends.base import EngineError, MissingDependencyError, SkillRiseError
 
 #: java.util.Random scrambles the seed given to setSeed with this multiplier; XOR-ing it back in lets us
 #: restore an exact internal state through the public setSeed.
@@ -81,6 +81,30 @@ def find_java(java: str | None = None) -> str:
         + JAVA_INSTALL_HINT
         + "."
     )
+
+
+class JVMStartError(SkillRiseError):
+    """The JVM refuses to start with these options or this java: a configuration error, not a task's
+    engine failure, so it stops the run (the message carries the JVM's own words)."""
+
+
+@functools.lru_cache(maxsize=16)
+def check_jvm_options(java: str, options: tuple[str, ...]) -> None:
+    """Start `java <options> -version` once per (java, options) and raise JVMStartError with the JVM's
+    stderr if it fails: options the JVM rejects (`-Xmxabc`, `-Xfoo`) or a java that does not run. The
+    probe exits by itself (or is killed at its timeout), so nothing is left running."""
+    try:
+        out = subprocess.run([java, *options, "-version"], capture_output=True, text=True, timeout=60)
+    except subprocess.TimeoutExpired:
+        raise JVMStartError(f"the ScienceWorld JVM ({java} {' '.join(options)}) did not start in 60 s") from None
+    except OSError as exc:
+        raise JVMStartError(f"cannot run the ScienceWorld JVM {java}: {exc.strerror or exc}") from None
+    if out.returncode != 0:
+        said = (out.stderr.strip() or out.stdout.strip() or f"exit status {out.returncode}")[-1500:]
+        raise JVMStartError(
+            f"the ScienceWorld JVM does not start with these options ({java} {' '.join(options)}): {said}. "
+            "Check the backend options max_heap, jvm_options and java."
+        )
 
 
 @functools.lru_cache(maxsize=8)
@@ -192,6 +216,7 @@ class ScienceWorldJVM:
             options.extend(["--add-opens", "java.base/java.util=ALL-UNNAMED"])
         options.extend(extra_jvm_options)
         self.options = tuple(options)
+        check_jvm_options(self.java, self.options)  # a bad option is a configuration error, said once
         self.stderr_tail: collections.deque[str] = collections.deque(maxlen=40)
         self.stdout_tail: collections.deque[str] = collections.deque(maxlen=40)
         try:
