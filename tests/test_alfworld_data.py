@@ -186,6 +186,23 @@ def test_index_is_cached_and_follows_changes(tmp_path, root):
     assert alfdata.load_index(split)["games"][0]["walkthrough_len"] == first["games"][0]["walkthrough_len"] + 1
 
 
+def test_data_identity_follows_the_game_files_not_their_location(tmp_path, root):
+    pytest.importorskip("alfworld")
+    from skillrise_gym.backends.alfworld import ALFWorldBackend
+
+    games = sorted((root / "valid_seen").glob("*/*/game.tw-pddl"))[:3]
+    for copy in ("a", "b"):
+        for game in games:
+            target = tmp_path / copy / "json_2.1.1" / "valid_seen" / game.parent.relative_to(root / "valid_seen")
+            target.mkdir(parents=True)
+            shutil.copy(game, target / "game.tw-pddl")
+    a, b = (ALFWorldBackend.data_identity({"data_dir": str(tmp_path / c)}) for c in ("a", "b"))
+    assert a["fingerprint"] == b["fingerprint"] and a["source"] != b["source"]
+    changed = next((tmp_path / "b" / "json_2.1.1").rglob("game.tw-pddl"))
+    changed.write_text(changed.read_text() + " ")
+    assert ALFWorldBackend.data_identity({"data_dir": str(tmp_path / "b")})["fingerprint"] != a["fingerprint"]
+
+
 def test_corrupt_and_unsolvable_games_are_skipped_with_a_warning(tmp_path, root):
     pytest.importorskip("alfworld")
     from skillrise_gym.backends.alfworld import ALFWorldBackend

@@ -124,6 +124,30 @@ def test_conflicting_arguments_against_an_existing_run(tmp_path, capsys):
     assert "seed: 0 in the directory, 3 now" in err and "agent:" in err
 
 
+def test_resuming_after_the_data_changed_is_refused(tmp_path, capsys, monkeypatch):
+    """The backend's data source and fingerprint are in the manifest (issue 11 item 12): a resume with
+    other data (here: the toy backend told its data moved and changed) is refused, naming both; the same
+    fingerprint from another place resumes; a manifest from before fingerprints resumes."""
+    from skillrise_gym.backends.toy import ToyBackend
+
+    data = {"source": "/data/a", "fingerprint": "v1"}
+    monkeypatch.setattr(ToyBackend, "data_identity", classmethod(lambda cls, options: dict(data)))
+    out = tmp_path / "run"
+    assert bench(out, n=2) == 0
+    assert json.loads((out / "manifest.json").read_text())["identity"]["data"] == data
+    data.update(source="/data/b", fingerprint="v2")
+    capsys.readouterr()
+    assert bench(out, n=3) == 2
+    assert "data: /data/a (v1) in the directory, /data/b (v2) now" in capsys.readouterr().err
+    assert len(results(out)) == 4  # nothing was added
+    data.update(source="/mnt/copy-of-a", fingerprint="v1")  # the same files, elsewhere
+    assert bench(out, n=3) == 0 and len(results(out)) == 6
+    manifest = json.loads((out / "manifest.json").read_text())
+    del manifest["identity"]["data"]  # written before data fingerprints existed
+    (out / "manifest.json").write_text(json.dumps(manifest))
+    assert bench(out, n=3) == 0
+
+
 def test_foreign_and_unreadable_output_directories(tmp_path, capsys):
     foreign = tmp_path / "foreign"
     foreign.mkdir()

@@ -76,6 +76,14 @@ class Backend(ABC):
     prompt_style: ClassVar[str] = "full"
 
     @classmethod
+    def data_identity(cls, options: dict[str, Any]) -> dict[str, str]:
+        """Where this backend's tasks come from with these constructor options: {"source": a readable
+        location, "fingerprint": what must match for two runs to hold the same tasks}, or {} when the
+        options alone decide them (generated backends). The bench stores it in a run's manifest and refuses
+        to resume a run whose data changed underneath it (a new $ALFWORLD_DATA, another catalog)."""
+        return {}
+
+    @classmethod
     def check_split(cls, split: str) -> None:
         if split not in cls.splits:
             raise ValueError(f"unknown split {split!r} for {cls.benchmark}; known splits: {', '.join(cls.splits)}")

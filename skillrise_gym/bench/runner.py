@@ -74,6 +74,8 @@ class BenchConfig:
     carry: list[str] = field(default_factory=lambda: ["skill"])  # carry modes, each measured on the same sequences
     prompt_style: str | None = None  # prompts.STYLES; None: the backend's default
 
+    _data_identity: dict[str, str] | None = field(default=None, init=False, repr=False, compare=False)
+
     def __post_init__(self) -> None:
         if self.env not in ENVS:
             raise ValueError(f"unknown env {self.env!r}; choose from {', '.join(ENVS)}")
@@ -122,9 +124,18 @@ class BenchConfig:
         identity = {"env": self.env, "split": self.split, "mode": self.mode, "seed": self.seed,
                     "max_task_steps": self.max_task_steps, "family": self.family,
                     "backend_options": self.backend_options, "prompt_style": self.style, "agent": agent.describe()}
+        data = self.data_identity()
+        if data:
+            identity["data"] = data
         if carry is not None:
             identity["carry"] = carry
         return identity
+
+    def data_identity(self) -> dict[str, str]:
+        """The backend's data source and fingerprint for these options (computed once)."""
+        if self._data_identity is None:
+            self._data_identity = backend_class(self.env).data_identity(dict(self.backend_options))
+        return self._data_identity
 
 
 @dataclass

@@ -84,11 +84,19 @@ def identity_differences(existing: Mapping[str, Any], identity: Mapping[str, Any
     def value(data: Mapping[str, Any], key: str) -> Any:
         return data.get(key, LEGACY_IDENTITY.get(key))
 
-    return [
+    differences = [
         f"{key}: {value(existing, key)!r} in the directory, {value(identity, key)!r} now"
-        for key in sorted(set(existing) | set(identity))
+        for key in sorted((set(existing) | set(identity)) - {"data"})
         if value(existing, key) != value(identity, key)
     ]
+    # the data: by fingerprint (the same files elsewhere are the same data); unknown in older manifests
+    old, new = existing.get("data"), identity.get("data")
+    if old is not None and (old or {}).get("fingerprint") != (new or {}).get("fingerprint"):
+        differences.append(
+            f"data: {old.get('source')} ({old.get('fingerprint')}) in the directory, "
+            f"{(new or {}).get('source', 'none')} ({(new or {}).get('fingerprint', 'none')}) now"
+        )
+    return differences
 
 
 def trial_id(sequence_id: str, index: int) -> str:

@@ -235,6 +235,17 @@ class ALFWorldBackend(Backend):
                 return self._walkthrough[n]
         return self._handcoded.suggestion() if self._handcoded is not None else None
 
+    @classmethod
+    def data_identity(cls, options: dict[str, Any]) -> dict[str, str]:
+        """The resolved json_2.1.1 folder, and a digest of every game file's path and size under it."""
+        import hashlib
+
+        root = resolve_data_root(options.get("data_dir"))
+        digest = hashlib.sha256()
+        for game in sorted(root.glob(f"*/*/*/{GAME_FILE}")):
+            digest.update(f"{game.relative_to(root)}\0{game.stat().st_size}\n".encode())
+        return {"source": str(root), "fingerprint": f"alfworld:{digest.hexdigest()[:16]}"}
+
     def __getstate__(self) -> dict:
         if self._game is not None:
             raise TypeError(

@@ -102,6 +102,17 @@ class ScienceWorldBackend(Backend):
         "max_action_chars": (1, 1_000_000), "call_timeout": (0.001, 86_400.0),
     }
 
+    @classmethod
+    def data_identity(cls, options: dict[str, Any]) -> dict[str, str]:
+        """The installed engine: its worlds and gold paths come with the scienceworld package's jar."""
+        from importlib.metadata import PackageNotFoundError, version
+
+        try:
+            installed = version("scienceworld")
+        except PackageNotFoundError:
+            installed = "absent"
+        return {"source": f"scienceworld {installed}", "fingerprint": f"scienceworld:{installed}"}
+
     @staticmethod
     def validate_options(options: dict[str, Any]) -> None:
         """Value checks beyond types and ranges (`check_options` calls this when an env is made)."""

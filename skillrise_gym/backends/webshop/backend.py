@@ -38,6 +38,25 @@ class WebShopBackend(Backend):
     #: would take days to build (upstream's full catalog has 1.18 M products)
     option_ranges: ClassVar[dict[str, tuple[float, float]]] = {"num_products": (1, 2_000_000)}
 
+    @classmethod
+    def data_identity(cls, options: dict[str, Any]) -> dict[str, str]:
+        """The upstream files (verified against their known digests) when the data folder holds them, else
+        the generated catalog's version, generator source, seed and size."""
+        import hashlib
+        from pathlib import Path
+
+        from skillrise_gym.backends.webshop import generator
+        from skillrise_gym.backends.webshop.catalog import upstream_paths
+
+        data_dir = options.get("data_dir") or os.environ.get("WEBSHOP_DATA") or None
+        paths = upstream_paths(data_dir, bool(options.get("human_goals", False)))
+        if paths is not None:
+            files = sorted(f"{p.name}:{p.stat().st_size}" for p in paths.values() if p is not None)
+            return {"source": f"upstream:{Path(paths['products']).parent}", "fingerprint": "upstream:" + ",".join(files)}
+        source = hashlib.sha256(Path(generator.__file__).read_bytes()).hexdigest()[:10]
+        seed, size = int(options.get("catalog_seed", 0)), int(options.get("num_products", 1000))
+        return {"source": "generated", "fingerprint": f"generated:v{generator.GENERATOR_VERSION}-{source}-seed{seed}-n{size}"}
+
     def __init__(
         self,
         data_dir: str | os.PathLike | None = None,
