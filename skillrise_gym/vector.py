@@ -31,11 +31,14 @@ EnvFn = Callable[[], gym.Env]
 
 
 class WorkerError(SkillRiseError, RuntimeError):
-    """A worker process died or timed out; `indices` are the envs whose episodes were lost."""
+    """A worker process died or timed out; `indices` are the envs whose episodes were lost. `replies` holds
+    the raw replies of the envs on other workers that did answer the same call (their episodes went on):
+    `EnvPool.unpack(replies)` reads them."""
 
-    def __init__(self, message: str, indices: Sequence[int]) -> None:
+    def __init__(self, message: str, indices: Sequence[int], replies: Mapping[int, Any] | None = None) -> None:
         super().__init__(message)
         self.indices = list(indices)
+        self.replies = dict(replies or {})
 
 
 def env_fn(env_id: str, **kwargs: Any) -> EnvFn:
@@ -209,13 +212,22 @@ class EnvPool:
                 code = self._procs[w].exitcode
                 self._stop_worker(w, kill=True)
                 self._start_worker(w)
-                failure = failure or WorkerError(
-                    f"worker {w} {reason} (exit code {code}); the episodes of envs {lost} were lost: reset them",
-                    lost,
-                )
+                if failure is None:
+                    failure = WorkerError(
+                        f"worker {w} {reason} (exit code {code}); the episodes of envs {lost} were lost: reset them",
+                        lost,
+                    )
+                else:  # several workers lost in one call: every lost env is named
+                    failure.indices.extend(lost)
         if failure is not None:
+            failure.replies = {i: r for i, r in replies.items() if i not in failure.indices}
             raise failure
         return self._unpack(replies)
+
+    @staticmethod
+    def unpack(replies: Mapping[int, tuple[str, Any]]) -> dict[int, Any]:
+        """The values of raw replies (`WorkerError.replies`); an env's error is raised."""
+        return EnvPool._unpack(replies)
 
     @staticmethod
     def _unpack(replies: Mapping[int, tuple[str, Any]]) -> dict[int, Any]:

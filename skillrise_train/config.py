@@ -105,6 +105,8 @@ class TrainConfig:
     """Seed of sequence draws, sampling and initialisation."""
     env_workers: int = 0
     """Worker processes for the envs (0: in this process)."""
+    env_timeout: float = 600.0
+    """With env workers: seconds a worker may take to answer one round; a worker that dies or exceeds it is replaced and its trials replayed (then dropped, logged)."""
     threads: int = 1
     """Torch CPU threads (one was never slower than two for small models)."""
     use_vllm: bool = False
@@ -137,7 +139,7 @@ class TrainConfig:
                      "generation_batch"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be at least 1, got {getattr(self, name)}")
-        for name in ("lr", "warmstart_lr"):
+        for name in ("lr", "warmstart_lr", "env_timeout"):
             value = getattr(self, name)
             if not (isinstance(value, (int, float)) and math.isfinite(value) and value > 0):
                 raise ValueError(f"{name} must be a finite number > 0, got {value!r}")

@@ -69,6 +69,7 @@ def evaluate(
         engine = RolloutEngine(
             config.env, "skillrise", config.K, 1, config.eval_sequences, split, config.max_task_steps,
             success_reward=config.success_reward, seed=config.seed, workers=config.env_workers,
+            env_timeout=config.env_timeout,
             backend_options=backend_options, generation_batch=config.generation_batch,
         )
         try:

@@ -17,18 +17,21 @@ in parallel, as the reference's baseline does with N=24 = 8 x 3 envs.)
 
 from __future__ import annotations
 
+import logging
 import time
 import zlib
 from collections import defaultdict
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
 from skillrise_gym.backends import backend_class
 from skillrise_gym.env import SequenceEnv
 from skillrise_gym.records import Turn
 from skillrise_gym.sequences import SequenceSampler, TaskSequence
-from skillrise_gym.vector import EnvPool, env_fn
+from skillrise_gym.vector import EnvPool, WorkerError, env_fn
 from skillrise_train.credit import TurnTag
+
+logger = logging.getLogger("skillrise_train")
 
 # Offsets that keep evaluation draws apart from training draws of the same seed.
 EVAL_SEED_OFFSET = 1_000_003
@@ -83,6 +86,8 @@ class RolloutResult:
     completion_tokens: int = 0
     prompt_tokens: int = 0
     truncated_prompts: int = 0
+    replayed: int = 0  # trial restarts after an env worker died or hung
+    dropped: dict[str, str] = field(default_factory=dict)  # trial_id -> why it was left out of this rollout
 
     def position_success(self, K: int) -> list[float]:
         """Success rate of each task position of the sequences (over trials; GRPO: over task episodes)."""
@@ -132,8 +137,11 @@ class RolloutEngine:
         rank: int = 0,
         world_size: int = 1,
         prompt_style: str | None = None,
+        env_timeout: float | None = None,
+        max_attempts: int = 2,
     ) -> None:
         self.env, self.algo, self.K, self.G, self.S = env, algo, K, G, S
+        self.max_attempts = max_attempts
         self.split, self.seed, self.success_reward = split, seed, success_reward
         self.generation_batch = generation_batch
         self.rank, self.world_size = rank, world_size
@@ -147,7 +155,8 @@ class RolloutEngine:
         self.prompt_style = prompt_style
         fn = env_fn(env, K=episode_K, split=split, max_task_steps=max_task_steps, backend_options=options,
                     prompt_style=prompt_style)
-        self.pool = EnvPool([fn] * num_envs, workers=workers)
+        # with env workers, a worker that dies or does not answer in env_timeout s is replaced (play)
+        self.pool = EnvPool([fn] * num_envs, workers=workers, timeout=env_timeout if workers else None)
 
     def close(self) -> None:
         self.pool.close()
@@ -181,22 +190,11 @@ class RolloutEngine:
         result = RolloutResult(samples=[], task_rewards={}, success={}, plans=list(plans))
         observations: dict[int, dict[str, Any]] = {}
         by_env = {plan.env_index: plan for plan in plans}
+        attempts = {plan.env_index: 1 for plan in plans}
         started = time.perf_counter()
-        replies = self.pool.reset_many(
-            {
-                p.env_index: (_reset_seed(self.seed, step, p.trial_id), {"task_ids": p.task_ids})
-                for p in plans
-            }
-        )
         for plan in plans:
             result.task_rewards[plan.trial_id] = [0.0] * len(plan.task_ids)
-        live = []
-        for index, (obs, info) in sorted(replies.items()):
-            observations[index] = obs
-            if info.get("sequence_done"):  # its tasks failed to load (engine errors): nothing to generate
-                result.success[by_env[index].trial_id] = [bool(s) for s in info["summary"]["success"]]
-            else:
-                live.append(index)
+        live = self._start(sorted(by_env), by_env, step, result, observations, attempts)
         result.env_seconds += time.perf_counter() - started
 
         while live:
@@ -210,11 +208,19 @@ class RolloutEngine:
             result.generation_seconds += time.perf_counter() - started
 
             started = time.perf_counter()
-            outcomes = self.pool.step_many({i: c.text for i, c in zip(live, completions)})
+            lost: list[int] = []
+            try:
+                outcomes = self.pool.step_many({i: c.text for i, c in zip(live, completions)})
+            except WorkerError as exc:  # the trials on the lost worker start again; the others go on
+                outcomes = EnvPool.unpack(exc.replies)
+                lost = [i for i in live if i in exc.indices]
+                logger.warning("%s; restarting trial(s) %s", exc, [by_env[i].trial_id for i in lost])
             result.env_seconds += time.perf_counter() - started
 
             still_live = []
             for index, completion, prompt in zip(live, completions, prompts):
+                if index in lost:
+                    continue
                 plan = by_env[index]
                 obs, reward, terminated, truncated, info = outcomes[index]
                 position = int(info["position"])
@@ -258,8 +264,56 @@ class RolloutEngine:
                 else:
                     observations[index] = obs
                     still_live.append(index)
-            live = still_live
+            if lost:
+                started = time.perf_counter()
+                still_live += self._restart(lost, by_env, step, result, observations, attempts)
+                result.env_seconds += time.perf_counter() - started
+            live = sorted(still_live)
         return result
+
+    def _start(self, indices: Sequence[int], by_env: dict[int, TrialPlan], step: int, result: RolloutResult,
+               observations: dict[int, dict[str, Any]], attempts: dict[int, int]) -> list[int]:
+        """Reset the envs of these trials to their sequence's start (the same reset seed every time); the
+        indices of the trials that have a turn to play. An env worker lost meanwhile restarts its trials."""
+        try:
+            replies = self.pool.reset_many({
+                i: (_reset_seed(self.seed, step, by_env[i].trial_id), {"task_ids": by_env[i].task_ids})
+                for i in indices
+            })
+            lost: list[int] = []
+        except WorkerError as exc:
+            replies = EnvPool.unpack(exc.replies)
+            lost = [i for i in indices if i in exc.indices]
+            logger.warning("%s; restarting trial(s) %s", exc, [by_env[i].trial_id for i in lost])
+        live = []
+        for index, (obs, info) in sorted(replies.items()):
+            observations[index] = obs
+            if info.get("sequence_done"):  # its tasks failed to load (engine errors): nothing to generate
+                result.success[by_env[index].trial_id] = [bool(s) for s in info["summary"]["success"]]
+            else:
+                live.append(index)
+        return live + (self._restart(lost, by_env, step, result, observations, attempts) if lost else [])
+
+    def _restart(self, lost: Sequence[int], by_env: dict[int, TrialPlan], step: int, result: RolloutResult,
+                 observations: dict[int, dict[str, Any]], attempts: dict[int, int]) -> list[int]:
+        """Trials whose env worker died or hung: their turns so far are dropped and they play again from the
+        start on the replacement worker, up to `max_attempts` in all; after that they are dropped from this
+        rollout with the reason in `result.dropped` (their group trains on the trials that finished)."""
+        again = []
+        for index in lost:
+            plan = by_env[index]
+            result.samples = [s for s in result.samples if s.tag.trial != plan.trial_id]
+            result.success.pop(plan.trial_id, None)
+            if attempts[index] >= self.max_attempts:
+                result.task_rewards.pop(plan.trial_id, None)
+                result.dropped[plan.trial_id] = f"its env worker died or hung {attempts[index]} times"
+                logger.warning("dropping trial %s from this rollout: %s", plan.trial_id, result.dropped[plan.trial_id])
+                continue
+            attempts[index] += 1
+            result.task_rewards[plan.trial_id] = [0.0] * len(plan.task_ids)
+            result.replayed += 1
+            again.append(index)
+        return self._start(again, by_env, step, result, observations, attempts) if again else []
 
 
 def rollout_stats(result: RolloutResult, advantages: Sequence[float], K: int) -> dict[str, float]:
@@ -284,4 +338,6 @@ def rollout_stats(result: RolloutResult, advantages: Sequence[float], K: int) ->
     stats["prompts_truncated"] = float(result.truncated_prompts)
     stats["time/generation_s"] = result.generation_seconds
     stats["time/env_s"] = result.env_seconds
+    stats["trials/replayed"] = float(result.replayed)
+    stats["trials/dropped"] = float(len(result.dropped))
     return stats

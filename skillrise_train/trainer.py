@@ -224,6 +224,7 @@ class SkillRiseTrainer(GRPOTrainer):
             config.env, config.algo, config.K, config.G, config.S,
             config.train_split or default_splits(config.env)[0], config.max_task_steps,
             success_reward=config.success_reward, seed=config.seed, workers=config.env_workers,
+            env_timeout=config.env_timeout,
             backend_options=backend_options, generation_batch=config.generation_batch,
             rank=args.process_index, world_size=args.world_size, prompt_style=prompt_style,
         )

@@ -312,3 +312,61 @@ def _look_completion():
     from skillrise_train.rollout import Completion
 
     return Completion([0], [0], "<action>look</action>", False)
+
+
+def _play_toy(workers: int, kill_on_call: int | None = None, **options):
+    """One SkillRise rollout (K=2, S=2, G=2) on toy envs in `workers` processes, answering 'look' and a
+    fixed skill; with `kill_on_call`, env worker 1 is killed (SIGKILL) just before that generation call."""
+    import signal
+
+    from skillrise_train.rollout import Completion, RolloutEngine
+
+    engine = RolloutEngine("toy", "skillrise", 2, 2, 2, "train", 2, seed=0, workers=workers, env_timeout=2.0,
+                           backend_options=options)
+    calls = {"n": 0}
+
+    def generate(prompts, prefixes):
+        calls["n"] += 1
+        if calls["n"] == kill_on_call:
+            os.kill(engine.pool._procs[1].pid, signal.SIGKILL)
+        return [Completion([0], [0], "<skill>press the switches</skill>" if "skill" in p.lower()[:200] and
+                           "rewrite" in p.lower() else "<action>look</action>") for p in prompts]
+
+    try:
+        plans = engine.plan(engine.sequences(0, 2), tag="t")
+        return plans, engine.play(plans, generate)
+    finally:
+        engine.close()
+
+
+def test_a_killed_env_worker_mid_rollout_is_replaced_and_its_trials_replayed():
+    """Issue 11 item 16: the trials on the dead worker start again on its replacement and the rollout ends
+    with the same turns as one never interrupted (the others were not disturbed)."""
+    plans, calm = _play_toy(workers=2)
+    _plans, killed = _play_toy(workers=2, kill_on_call=2)
+    assert killed.replayed == 2 and not killed.dropped  # worker 1 held envs 1 and 3
+    turns = lambda result: sorted((s.turn.trial_id, s.turn.position, s.turn.role, s.turn.step_index, s.turn.prompt)  # noqa: E731
+                                  for s in result.samples)
+    assert turns(killed) == turns(calm)
+    assert killed.success == calm.success and killed.task_rewards == calm.task_rewards
+
+
+def test_a_hung_env_worker_is_replaced_and_its_trials_dropped_with_a_reason_never_a_hang(caplog):
+    from skillrise_train.rollout import RolloutEngine
+
+    probe = RolloutEngine("toy", "skillrise", 2, 2, 2, "train", 2, seed=0)
+    try:
+        first, second = probe.sequences(0, 2)
+    finally:
+        probe.close()
+    hang = first.tasks[1].id  # the first sequence's second task never answers a step
+    with caplog.at_level("WARNING", logger="skillrise_train"):
+        plans, result = _play_toy(workers=2, hang_on=[hang])
+    hung = {p.trial_id for p in plans if hang in p.task_ids}
+    assert hung and set(result.dropped) >= hung
+    assert all("died or hung 2 times" in reason for reason in result.dropped.values())
+    assert not {s.tag.trial for s in result.samples} & set(result.dropped)
+    for plan in plans:  # every trial not dropped played to its end
+        if plan.trial_id not in result.dropped:
+            assert len(result.success[plan.trial_id]) == 2
+    assert "timed out" in caplog.text and "dropping trial" in caplog.text

@@ -5,7 +5,8 @@ It is not a benchmark and no `gym` id is registered for it. A task is a room wit
 goal names a colour; the agent must "press <colour> switch" for each switch listed in the goal, in
 order. Families are colours, difficulty is the number of presses needed. Wrong commands answer
 "Nothing happens." like ALFWorld. Task ids containing "crash" raise `EngineError` on their second step,
-to test engine-failure handling.
+to test engine-failure handling. `fail_to_load` names tasks whose reset fails, `hang_on` tasks whose first
+step never returns (a hung engine, for the layers' timeouts).
 """
 
 from __future__ import annotations
@@ -25,10 +26,11 @@ class ToyBackend(Backend):
     default_max_task_steps: ClassVar[int] = 8
 
     def __init__(self, tasks_per_family: int = 6, extra_tasks: list[Task] | None = None,
-                 fail_to_load: list[str] | tuple[str, ...] = ()) -> None:
+                 fail_to_load: list[str] | tuple[str, ...] = (), hang_on: list[str] | tuple[str, ...] = ()) -> None:
         self.tasks_per_family = tasks_per_family
         self.extra_tasks = list(extra_tasks or [])
         self.fail_to_load = set(fail_to_load)  # task ids whose reset raises EngineError
+        self.hang_on = set(hang_on)  # task ids whose first step sleeps (almost) forever
         self._task: Task | None = None
         self._progress = 0
         self._steps = 0
@@ -73,6 +75,10 @@ class ToyBackend(Backend):
     def step(self, action: str) -> StepResult:
         needed = self._needed()
         self._steps += 1
+        if self._task.id in self.hang_on:
+            import time
+
+            time.sleep(3600)
         if "crash" in self._task.id and self._steps >= 2:
             raise EngineError(f"toy engine crashed on task {self._task.id}")
         if self._progress < len(needed) and action.strip().lower() == needed[self._progress]:
