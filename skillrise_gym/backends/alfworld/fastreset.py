@@ -158,8 +158,9 @@ def engine_caches(cache: TranslationCache | None, memo_parses: bool = True) -> I
     from textworld.envs.pddl import textgen
 
     saved = (fast_downward.pddl2sas, pddl_logic._parse_and_convert, textgen._parse_and_convert,
-             tw_logic._parse_and_convert)
-    original_pddl2sas, original_grammar_parse, original_symbols_parse, original_logic_parse = saved
+             tw_logic._parse_and_convert, textgen.EvalSymbol.derive)
+    original_pddl2sas, original_grammar_parse, original_symbols_parse, original_logic_parse, _derive = saved
+    textgen.EvalSymbol.derive = _derive_with_explicit_names  # Python 3.13 (see its docstring)
 
     if cache is not None:
 
@@ -199,7 +200,23 @@ def engine_caches(cache: TranslationCache | None, memo_parses: bool = True) -> I
         yield
     finally:
         (fast_downward.pddl2sas, pddl_logic._parse_and_convert, textgen._parse_and_convert,
-         tw_logic._parse_and_convert) = saved
+         tw_logic._parse_and_convert, textgen.EvalSymbol.derive) = saved
+
+
+def _derive_with_explicit_names(self: Any, context: Any = None) -> list:
+    """textworld 1.7.0's `EvalSymbol.derive`, made to work on Python 3.13.
+
+    The original puts a grammar's variables into `locals()` and calls a bare `eval`, which sees them only
+    while `locals()` is the frame's own dict (Python <= 3.12); PEP 667 made it a snapshot in 3.13, so every
+    ALFWorld reset failed with `NameError`. This evaluates the same expression with the same names passed
+    explicitly: the module's globals, then `self`, `context` and the variables, as `locals().update` layered
+    them. Installed only inside `engine_caches` (our loads, resets and steps), so the parity tests compare it
+    with the stock engine's own evaluation on the versions where that works."""
+    from textworld.envs.pddl import textgen
+
+    context = context or self.context
+    names = {"self": self, "context": context, **context["variables"]}
+    return [textgen.TerminalSymbol(eval(self.expression, vars(textgen), names))]  # the engine's own grammar
 
 
 def clear_proposition_table() -> None:
