@@ -119,6 +119,8 @@ class ChatServer:
             return self._send(handler, 429, b'{"error": {"message": "rate limited"}}', {"Retry-After": "0"})
         if fault == "401":
             return self._send(handler, 401, b'{"error": {"message": "invalid api key"}}')
+        if fault == "400":
+            return self._send(handler, 400, b'{"error": {"message": "The model nosuch does not exist."}}')
         if fault == "slow":
             time.sleep(self.slow_s)
         if fault == "malformed":

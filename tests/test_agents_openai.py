@@ -149,3 +149,71 @@ def test_a_missing_key_warns_once_and_requests_go_without_one(server, monkeypatc
     agent.complete("hello")
     agent.close()
     assert server.auth[-1] is None
+
+
+def test_a_restarting_server_is_waited_for_within_the_retry_deadline(server):
+    """Issue 11 item 13: retries run to a total deadline (default 10 minutes, a server restart), not a
+    handful of quick attempts; past the deadline the error says how long it tried."""
+    import threading
+    import time
+
+    [obs] = toy_observations(1)
+    server.always = "500"
+    threading.Timer(1.5, lambda: setattr(server, "always", None)).start()  # "restarted" after 1.5 s
+    agent = make_agent(server.url, max_retries=100, retry_deadline_s=60.0, backoff_s=0.05)
+    started = time.monotonic()
+    out = agent.complete(obs["prompt"])
+    agent.close()
+    assert out.extra["retries"] >= 2 and time.monotonic() - started >= 1.4
+    server.always = "500"
+    agent = make_agent(server.url, max_retries=100, retry_deadline_s=0.5, backoff_s=0.05)
+    with pytest.raises(AgentError, match=r"giving up after \d+ attempt\(s\) in \d+ s.*HTTP 500") as err:
+        agent.complete(obs["prompt"])
+    agent.close()
+    assert err.value.resumable
+
+
+def test_an_unknown_model_is_not_resumable_and_the_bench_says_so(server, tmp_path, capsys):
+    from skillrise_gym.bench.cli import EXIT_AGENT, main
+
+    server.always = "400"
+    [obs] = toy_observations(1)
+    agent = make_agent(server.url)
+    with pytest.raises(AgentError, match="does not exist") as err:
+        agent.complete(obs["prompt"])
+    agent.close()
+    assert not err.value.resumable and len(server.requests) == 1  # not retried
+    code = main(["--env", "toy", "--agent", "openai", "--base-url", server.url, "--model", "nosuch", "--K", "1",
+                 "--num-sequences", "1", "--api-key-env", "SKILLRISE_TEST_KEY", "--no-progress",
+                 "--out", str(tmp_path / "run")])
+    err_text = capsys.readouterr().err
+    assert code == EXIT_AGENT and "would fail the same way" in err_text
+    assert "re-run the same command to resume" not in err_text
+
+
+@pytest.mark.parametrize("system_prompt", ["", "Answer in tags."])
+def test_a_system_prompt_is_sent_before_every_prompt(server, system_prompt):
+    agent = make_agent(server.url, system_prompt=system_prompt)
+    agent.act(toy_observations(2))
+    agent.close()
+    assert all(r["messages"][0] == {"role": "system", "content": system_prompt} and r["messages"][1]["role"] == "user"
+               for r in server.requests)
+    assert agent.describe()["system_prompt"] == system_prompt
+
+
+def test_the_endpoint_is_compared_as_one_server_however_it_is_spelled():
+    from skillrise_gym.agents.openai_agent import normalize_base_url
+
+    same = ["http://127.0.0.1:8000/v1", "http://localhost:8000/v1/", "HTTP://LocalHost:8000/v1", "http://[::1]:8000/v1"]
+    assert {normalize_base_url(u) for u in same} == {"http://localhost:8000/v1"}
+    assert normalize_base_url("https://user:pw@api.example.com/v1") == "https://api.example.com/v1"
+    assert normalize_base_url("http://localhost:8001/v1") != normalize_base_url("http://localhost:8000/v1")
+
+
+def test_every_model_call_reaches_the_progress_callback(server):
+    agent = make_agent(server.url)
+    seen = []
+    agent.on_call = seen.append
+    outputs = agent.act(toy_observations(3))
+    agent.close()
+    assert len(seen) == 3 and sorted(o.text for o in seen) == sorted(o.text for o in outputs)

@@ -64,6 +64,23 @@ def test_endpoint_failing_mid_run_stops_cleanly_and_resumes(server, tmp_path, ca
     assert_consistent(out, {(K, i) for K in (1, 2) for i in range(4)})
 
 
+def test_the_same_server_spelled_localhost_resumes(server, tmp_path, capsys):
+    out = tmp_path / "run"
+    assert main(bench_args(server.url, out, 1)) == 0
+    spelled = server.url.replace("127.0.0.1", "localhost") + "/"
+    assert main(bench_args(spelled, out, 2)) == 0  # resumed: one more sequence per K
+    assert_consistent(out, {(K, i) for K in (1, 2) for i in range(2)})
+    table = (out / "summary.md").read_text()
+    assert "agent s/seq" in table
+
+
+def test_the_progress_bar_moves_with_every_model_call(server, tmp_path, capsys):
+    args = [a for a in bench_args(server.url, tmp_path / "run", 1) if a != "--no-progress"]
+    assert main(args) == 0
+    err = capsys.readouterr().err
+    assert "calls=" in err and "tok/s=" in err
+
+
 def test_endpoint_down_records_nothing(tmp_path, capsys):
     out = tmp_path / "run"
     url = f"http://127.0.0.1:{free_port()}/v1"
@@ -119,6 +136,7 @@ def test_interrupted_run_stops_cleanly_and_resumes(server, tmp_path, signum):
             proc.wait(timeout=30)
     assert proc.returncode == 130, stderr.decode()[-2000:]
     assert b"interrupted; re-run the same command to resume" in stderr
+    assert b"model call(s) in flight end within their timeout" in stderr  # what the shutdown waits for
     assert b"| 1 | 4 |" in stdout  # the table of what finished
     summary = json.loads((out / "summary.json").read_text())
     assert summary["status"] == "interrupted" and summary["finished"] == 6

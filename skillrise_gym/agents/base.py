@@ -25,7 +25,13 @@ ROLE_SOLVE, ROLE_CURATE = 0, 1
 
 
 class AgentError(SkillRiseError, RuntimeError):
-    """The agent cannot produce an answer (and retrying will not help now); the message says why."""
+    """The agent cannot produce an answer (and retrying will not help now); the message says why.
+    `resumable`: whether re-running the same command later can help (a server that was down: yes; an
+    unknown model or a refused key: no, the command must change)."""
+
+    def __init__(self, message: str, resumable: bool = True) -> None:
+        super().__init__(message)
+        self.resumable = resumable
 
 
 @dataclass
@@ -49,12 +55,23 @@ class Agent(ABC):
             default, as for ScienceWorld).
         batch_size: how many observations the agent likes per `act` call (the runner keeps at least this
             many sequences in flight by default).
+    The runner may set `on_call` to a function it wants called with each `AgentOutput` as soon as that
+    one model call is done (from any thread): progress for slow models, before a whole round ends.
     """
 
     name: ClassVar[str] = "agent"
     needs_expert_info: ClassVar[bool] = False
     needs_admissible: ClassVar[bool] = False
     batch_size: int = 1
+    on_call: Any = None  # Callable[[AgentOutput], None] | None
+
+    def _report(self, output: AgentOutput) -> None:
+        if self.on_call is not None:
+            self.on_call(output)
+
+    def in_flight(self) -> int:
+        """Model calls running now (an HTTP agent's open requests), for the shutdown message."""
+        return 0
 
     @abstractmethod
     def act(self, observations: Sequence[dict[str, Any]], infos: Sequence[dict[str, Any]] | None = None) -> list[AgentOutput]:

@@ -28,6 +28,7 @@ class HFConfig:
     seed: int = 0  # sampling seed (temperature > 0)
     device: str = "cpu"
     threads: int | None = None  # torch CPU threads (None: leave torch's default)
+    system_prompt: str | None = None  # a system message before each prompt (None: the chat template's default)
 
 
 class HFAgent(Agent):
@@ -63,9 +64,10 @@ class HFAgent(Agent):
 
     def chat_text(self, prompt: str, prefix: str = "") -> str:
         """The prompt as one user message, the assistant header, and the answer prefix (compact prompts)."""
-        return self.tokenizer.apply_chat_template(
-            [{"role": "user", "content": prompt}], tokenize=False, add_generation_prompt=True
-        ) + prefix
+        messages = [{"role": "user", "content": prompt}]
+        if self.config.system_prompt is not None:  # "" too: an empty one stops templates injecting theirs
+            messages.insert(0, {"role": "system", "content": self.config.system_prompt})
+        return self.tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True) + prefix
 
     def generate(self, prompts: Sequence[str], prefixes: Sequence[str] | None = None) -> list[AgentOutput]:
         """One batched `generate` call for `prompts`; each answer is its prefix plus the completion."""
@@ -100,13 +102,15 @@ class HFAgent(Agent):
             finish = "stop" if kept and kept[-1] in eos_ids else "length"
             outputs.append(AgentOutput(text=text, prompt_tokens=int(prompt_len), completion_tokens=len(kept),
                                        latency_s=elapsed / len(prompts), extra={"finish_reason": finish}))
+        for output in outputs:
+            self._report(output)
         return outputs
 
     def describe(self) -> dict[str, Any]:
         c = self.config
         return {"name": self.name, "model": c.model, "max_new_tokens": c.max_new_tokens,
                 "temperature": c.temperature, "top_p": c.top_p, "max_prompt_tokens": c.max_prompt_tokens,
-                "seed": c.seed}
+                "seed": c.seed, **({"system_prompt": c.system_prompt} if c.system_prompt is not None else {})}
 
     def close(self) -> None:
         self.model = None

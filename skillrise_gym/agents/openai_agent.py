@@ -7,9 +7,13 @@ manifests, records, logs or error messages.
 
 Failure handling, per request:
 - connection refused / DNS / reset, timeouts, HTTP 429 and 5xx, and bodies that are not the expected JSON:
-  retried up to `max_retries` times with exponential backoff and jitter (429 and 503 honour
-  ``Retry-After``). When the retries are spent, `AgentError` says what failed last.
-- other HTTP 4xx (bad key, unknown model, bad request): not retried; `AgentError` with the server's message.
+  retried with exponential backoff and jitter (429 and 503 honour ``Retry-After``) for up to
+  `retry_deadline_s` in all (10 minutes: long enough for a server to restart and load its model), at most
+  `max_retries` times. When the retries are spent, `AgentError` says what failed last (a rerun resumes).
+- other HTTP 4xx (bad key, unknown model, bad request): not retried; `AgentError` with the server's message,
+  marked not resumable (the same command would fail the same way).
+- `system_prompt`: a system message before each prompt (None: none, the server's chat template decides;
+  "" sends an empty one, which stops templates such as SmolLM2's from injecting their own).
 - an empty completion (no content at all): asked again `empty_retries` times; if it stays empty it is accepted as "" (the env
   records an invalid, empty action) and tagged ``extra["empty_completion"]``.
 Observations of one `act` call are sent concurrently, at most `concurrency` requests at a time.
@@ -55,11 +59,13 @@ class OpenAIConfig:
     top_p: float | None = None
     max_tokens: int = 512  # completion budget per call
     timeout_s: float = 60.0  # per HTTP request
-    max_retries: int = 5  # extra attempts after the first, for retryable failures
+    max_retries: int = 100  # extra attempts after the first, for retryable failures (see retry_deadline_s)
+    retry_deadline_s: float = 600.0  # retry a failing request for at most this long in all
     backoff_s: float = 1.0  # first backoff; doubles each retry, with jitter, capped at MAX_BACKOFF_S
     empty_retries: int = 1  # extra attempts when the completion is empty
     concurrency: int = 4  # requests in flight at once
     seed: int | None = None  # forwarded to servers that accept a sampling seed
+    system_prompt: str | None = None  # a system message before each prompt (None: send none)
 
 
 class OpenAIAgent(Agent):
@@ -70,8 +76,8 @@ class OpenAIAgent(Agent):
             raise ValueError(f"--base-url must start with http:// or https://, got {config.base_url!r}")
         if not config.model:
             raise ValueError("the openai agent needs --model (the model name the server serves)")
-        if config.concurrency < 1 or config.max_retries < 0 or config.timeout_s <= 0:
-            raise ValueError("concurrency must be >= 1, max_retries >= 0 and timeout > 0")
+        if config.concurrency < 1 or config.max_retries < 0 or config.timeout_s <= 0 or config.retry_deadline_s < 0:
+            raise ValueError("concurrency must be >= 1, max_retries >= 0, retry deadline >= 0 and timeout > 0")
         self.config = config
         self._key = read_api_key(config.api_key_env)
         self.url = config.base_url.rstrip("/") + "/chat/completions"
@@ -80,6 +86,7 @@ class OpenAIAgent(Agent):
         self._lock = threading.Lock()
         self._closed = threading.Event()
         self.stats = {"requests": 0, "retries": 0, "empty_completions": 0}
+        self._open = 0  # requests in flight
 
     # ----------------------------------------------------------------- public
     def act(self, observations: Sequence[dict[str, Any]], infos: Sequence[dict[str, Any]] | None = None) -> list[AgentOutput]:
@@ -99,13 +106,17 @@ class OpenAIAgent(Agent):
                 text, usage, finish = self._request(prompt)
             except _Retryable as exc:
                 last_error = str(exc)
-                if retries >= self.config.max_retries:
+                wait = self._backoff(retries + 1, exc.wait_s)
+                spent = time.monotonic() - started
+                if retries >= self.config.max_retries or spent + wait > self.config.retry_deadline_s:
                     raise AgentError(
-                        f"{self.url}: giving up after {retries + 1} attempt(s); last error: {last_error}"
+                        f"{self.url}: giving up after {retries + 1} attempt(s) in {spent:.0f} s; last error: "
+                        f"{last_error}"
                     ) from None
                 retries += 1
                 self._count("retries")
-                time.sleep(self._backoff(retries, exc.wait_s))
+                if self._closed.wait(wait):  # an interrupted run stops waiting at once
+                    raise AgentError("the agent was closed") from None
                 continue
             if not text and empties < self.config.empty_retries:
                 empties += 1
@@ -118,18 +129,27 @@ class OpenAIAgent(Agent):
                 extra["empty_completion"] = True
             if not usage:
                 extra["usage_missing"] = True
-            return AgentOutput(
+            output = AgentOutput(
                 text=text,
                 prompt_tokens=int(usage.get("prompt_tokens") or 0),
                 completion_tokens=int(usage.get("completion_tokens") or 0),
                 latency_s=time.monotonic() - started,
                 extra=extra,
             )
+            self._report(output)
+            return output
 
     def describe(self) -> dict[str, Any]:
         c = self.config
-        return {"name": self.name, "base_url": c.base_url, "model": c.model, "temperature": c.temperature,
-                "top_p": c.top_p, "max_tokens": c.max_tokens, "seed": c.seed}
+        described = {"name": self.name, "base_url": normalize_base_url(c.base_url), "model": c.model,
+                     "temperature": c.temperature, "top_p": c.top_p, "max_tokens": c.max_tokens, "seed": c.seed}
+        if c.system_prompt is not None:
+            described["system_prompt"] = c.system_prompt
+        return described
+
+    def in_flight(self) -> int:
+        with self._lock:
+            return self._open
 
     def close(self) -> None:
         """Stop: queued requests are cancelled, running ones end at their timeout without retrying."""
@@ -156,9 +176,12 @@ class OpenAIAgent(Agent):
 
     def _payload(self, prompt: str) -> bytes:
         c = self.config
+        messages = [{"role": "user", "content": prompt}]
+        if c.system_prompt is not None:
+            messages.insert(0, {"role": "system", "content": c.system_prompt})
         body: dict[str, Any] = {
             "model": c.model,
-            "messages": [{"role": "user", "content": prompt}],
+            "messages": messages,
             "temperature": c.temperature,
             "max_tokens": c.max_tokens,
             "stream": False,
@@ -173,6 +196,8 @@ class OpenAIAgent(Agent):
         """One HTTP round trip: (content, usage, finish_reason); raises _Retryable or AgentError."""
         self._count("requests")
         request = urllib.request.Request(self.url, data=self._payload(prompt), headers=self._headers(), method="POST")
+        with self._lock:
+            self._open += 1
         try:
             with urllib.request.urlopen(request, timeout=self.config.timeout_s) as response:
                 raw = response.read()
@@ -181,7 +206,7 @@ class OpenAIAgent(Agent):
             if exc.code in RETRY_STATUS:
                 raise _Retryable(f"HTTP {exc.code} {detail}", _retry_after(exc)) from None
             hint = f" (check the key in ${self.config.api_key_env})" if exc.code in (401, 403) else ""
-            raise AgentError(f"{self.url}: HTTP {exc.code} {detail}{hint}") from None
+            raise AgentError(f"{self.url}: HTTP {exc.code} {detail}{hint}", resumable=False) from None
         except (TimeoutError, socket.timeout):
             raise _Retryable(f"no answer within {self.config.timeout_s:g} s (timeout)") from None
         except urllib.error.URLError as exc:
@@ -191,7 +216,26 @@ class OpenAIAgent(Agent):
             raise _Retryable(f"cannot reach the endpoint ({reason})") from None
         except (ConnectionError, OSError) as exc:  # reset mid-response, broken pipe, incomplete read
             raise _Retryable(f"connection failed ({type(exc).__name__}: {exc})") from None
+        finally:
+            with self._lock:
+                self._open -= 1
         return _parse_completion(raw)
+
+
+def normalize_base_url(url: str) -> str:
+    """The endpoint as runs compare it: scheme and host lower-cased, the loopback names (localhost,
+    127.0.0.1, ::1) one name, no trailing slash, so a resume does not fail over how the same server was
+    spelled. Credentials in the URL (user:password@) are left out: manifests never hold secrets."""
+    from urllib.parse import urlsplit, urlunsplit
+
+    parts = urlsplit(url.strip())
+    host = (parts.hostname or "").lower()
+    if host in ("localhost", "127.0.0.1", "::1") or host.startswith("127."):
+        host = "localhost"
+    netloc = f"[{host}]" if ":" in host else host
+    if parts.port is not None:
+        netloc += f":{parts.port}"
+    return urlunsplit((parts.scheme.lower(), netloc, parts.path.rstrip("/"), parts.query, ""))
 
 
 _warned_missing: set[str] = set()

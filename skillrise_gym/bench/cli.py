@@ -69,7 +69,12 @@ def build_parser() -> argparse.ArgumentParser:
     llm.add_argument("--api-key-env", default="OPENAI_API_KEY",
                      help="openai: NAME of the environment variable holding the key (the key is never logged)")
     llm.add_argument("--timeout", type=float, default=60.0, help="openai: seconds per request")
-    llm.add_argument("--max-retries", type=int, default=5, help="openai: retries of a failed request")
+    llm.add_argument("--max-retries", type=int, default=100, help="openai: most retries of a failed request")
+    llm.add_argument("--retry-deadline", type=float, default=600.0,
+                     help="openai: seconds a failing request is retried in all (long enough for a server restart)")
+    llm.add_argument("--system-prompt", default=None,
+                     help="openai, hf: a system message before every prompt ('' sends an empty one, which stops "
+                          "chat templates such as SmolLM2's from injecting their own; default: none)")
     llm.add_argument("--concurrency", type=int, default=4, help="openai: requests in flight")
     llm.add_argument("--batch-size", type=int, default=8, help="hf: prompts generated together")
     llm.add_argument("--max-prompt-tokens", type=int, default=4096, help="hf: longer prompts keep their end")
@@ -120,7 +125,8 @@ def make_agent(args: argparse.Namespace, benchmark: str) -> Agent:
         return OpenAIAgent(OpenAIConfig(
             base_url=args.base_url, model=args.model, api_key_env=args.api_key_env, temperature=args.temperature,
             top_p=args.top_p, max_tokens=args.max_tokens, timeout_s=args.timeout, max_retries=args.max_retries,
-            concurrency=args.concurrency, seed=args.seed,
+            retry_deadline_s=args.retry_deadline, concurrency=args.concurrency, seed=args.seed,
+            system_prompt=args.system_prompt,
         ))
     if args.base_url:
         raise ValueError("--base-url belongs to --agent openai")
@@ -130,6 +136,7 @@ def make_agent(args: argparse.Namespace, benchmark: str) -> Agent:
         model=args.model or "smollm2", max_new_tokens=args.max_tokens, temperature=args.temperature,
         top_p=args.top_p if args.top_p is not None else 1.0, batch_size=args.batch_size,
         max_prompt_tokens=args.max_prompt_tokens, seed=args.seed, device=args.device, threads=args.threads,
+        system_prompt=args.system_prompt,
     ))
 
 
@@ -184,8 +191,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         agent.close()
     print(outcome.table)
     if outcome.status == "agent_error":
-        log(f"skillrise-bench: stopped: {outcome.message}\nFinished sequences are kept in {args.out}; "
-            "re-run the same command to resume.")
+        advice = ("re-run the same command to resume" if outcome.resumable else
+                  "a rerun of the same command would fail the same way: fix the agent's flags (model name, key, "
+                  "request) and re-run to resume")
+        log(f"skillrise-bench: stopped: {outcome.message}\nFinished sequences are kept in {args.out}; {advice}.")
         return EXIT_AGENT
     if outcome.status == "interrupted":
         log(f"skillrise-bench: interrupted; re-run the same command to resume ({args.out}).")

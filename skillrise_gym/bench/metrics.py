@@ -83,6 +83,8 @@ def summarize_block(results: Sequence[Mapping[str, Any]], K: int, mode: str, see
         completion_tokens=int(sum(r["completion_tokens"] for r in results)),
         agent_seconds=float(sum(r["agent_s"] for r in results)),
         sequence_wall_seconds=_stat(np.array([r["wall_s"] for r in results]), seed),
+        # what each sequence's own model calls took (wall time is shared by the sequences played in lockstep)
+        sequence_agent_seconds=_stat(np.array([r["agent_s"] for r in results]), seed),
         families=sorted({r["family"] for r in results}),
     )
     if mode == "repeat":
@@ -152,7 +154,7 @@ def markdown_table(summary: Mapping[str, Any], title: str | None = None) -> str:
     header = ["K", "seqs", "success [95% CI]", "success by position", "score"]
     if repeat:
         header.append("Pass@k (k=1..K)")
-    header += ["steps/task", "invalid fmt", "tokens in/out", "engine err", "s/seq"]
+    header += ["steps/task", "invalid fmt", "tokens in/out", "engine err", "agent s/seq"]
     lines = [f"### {title}", ""] if title else []
     lines += ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
     for b in summary["blocks"]:
@@ -169,7 +171,7 @@ def markdown_table(summary: Mapping[str, Any], title: str | None = None) -> str:
         row += [
             f"{b['steps_per_task']['mean']:.1f}", f"{b['invalid_format_rate']:.1%}",
             f"{b['prompt_tokens']}/{b['completion_tokens']}", str(b["engine_errors"]),
-            f"{b['sequence_wall_seconds']['mean']:.1f}",
+            f"{b['sequence_agent_seconds']['mean']:.1f}",
         ]
         lines.append("| " + " | ".join(row) + " |")
     return "\n".join(lines) + "\n"
@@ -188,7 +190,7 @@ def carry_table(summary: Mapping[str, Any], title: str | None = None) -> str:
     header += ["success by position", "score"]
     if repeat:
         header.append("Pass@k (k=1..K)")
-    header += ["between-task calls/seq", "steps/task", "invalid fmt", "tokens in/out", "engine err", "s/seq"]
+    header += ["between-task calls/seq", "steps/task", "invalid fmt", "tokens in/out", "engine err", "agent s/seq"]
     lines = [f"### {title}", ""] if title else []
     lines += ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
     for K in summary["K"]:
@@ -210,7 +212,7 @@ def carry_table(summary: Mapping[str, Any], title: str | None = None) -> str:
             row += [
                 f"{block['curate_calls_per_sequence']:.1f}", f"{block['steps_per_task']['mean']:.1f}",
                 f"{block['invalid_format_rate']:.1%}", f"{block['prompt_tokens']}/{block['completion_tokens']}",
-                str(block["engine_errors"]), f"{block['sequence_wall_seconds']['mean']:.1f}",
+                str(block["engine_errors"]), f"{block['sequence_agent_seconds']['mean']:.1f}",
             ]
             lines.append("| " + " | ".join(row) + " |")
     return "\n".join(lines) + "\n"

@@ -27,6 +27,7 @@ stops the run after writing the summary of what finished; re-running the same co
 from __future__ import annotations
 
 import json
+import threading
 import time
 from collections import deque
 from dataclasses import dataclass, field
@@ -144,6 +145,7 @@ class BenchOutcome:
     table: str
     status: str  # "complete", "agent_error", "interrupted" ("error" in a summary.json written before a raise)
     message: str = ""
+    resumable: bool = True  # agent_error: whether the same command, re-run later, can go on
 
 
 @dataclass
@@ -181,6 +183,9 @@ class BenchRunner:
         self.store = store or RunStore(config.out, config.identity(agent, self.carry))
         self._bar: Any = None
         self.session = {"sequences": 0, "started": time.monotonic()}
+        self.resumable = True
+        self._calls = {"calls": 0, "tokens": 0, "shown": 0.0, "started": time.monotonic()}
+        self._calls_lock = threading.Lock()
 
     # ----------------------------------------------------------------- top level
     def run(self, plan: Plan | None = None) -> BenchOutcome:
@@ -210,8 +215,13 @@ class BenchRunner:
                 if todo:
                     self._play(K, todo)
         except AgentError as exc:
+            self.resumable = getattr(exc, "resumable", True)
             return "agent_error", f"the agent failed: {exc}"
         except KeyboardInterrupt:
+            waiting = self.agent.in_flight()
+            if waiting:
+                self.log(f"stopping: {waiting} model call(s) in flight end within their timeout "
+                         f"(no new calls or retries are made); finished sequences are kept")
             return "interrupted", "interrupted"
         except OutputError:
             raise  # the run folder cannot be written: no summary either; the caller says so once
@@ -224,6 +234,7 @@ class BenchRunner:
             if self._bar is not None:
                 self._bar.close()
                 self._bar = None
+                self.agent.on_call = None
         return "complete", ""
 
     def draw_all(self) -> Plan:
@@ -406,7 +417,7 @@ class BenchRunner:
         self.session["sequences"] += 1
         if self._bar is not None:
             self._bar.update(1)
-            self._bar.set_postfix_str(f"success={self._running_success():.3f}")
+            self._show_postfix()
 
     # ----------------------------------------------------------------- progress and summaries
     def _requested(self) -> list[dict[str, Any]]:
@@ -424,8 +435,27 @@ class BenchRunner:
 
         desc = f"{self.config.env}/{self.agent.name}" + ("" if self.config.single_mode else f"/{self.carry}")
         self._bar = tqdm(total=total, initial=done, desc=desc, unit="seq", dynamic_ncols=True)
-        if done:
-            self._bar.set_postfix_str(f"success={self._running_success():.3f}")
+        self._calls.update(calls=0, tokens=0, shown=0.0, started=time.monotonic())
+        self.agent.on_call = self._on_call  # the bar moves with every model call, not only per sequence
+        self._show_postfix()
+
+    def _on_call(self, output: AgentOutput) -> None:
+        """One model call ended (any thread): count it; refresh the bar at most twice a second."""
+        with self._calls_lock:
+            self._calls["calls"] += 1
+            self._calls["tokens"] += int(output.completion_tokens or 0)
+            now = time.monotonic()
+            if now - self._calls["shown"] < 0.5:
+                return
+            self._calls["shown"] = now
+        self._show_postfix()
+
+    def _show_postfix(self) -> None:
+        if self._bar is None:
+            return
+        elapsed = max(1e-9, time.monotonic() - self._calls["started"])
+        self._bar.set_postfix_str(f"success={self._running_success():.3f} calls={self._calls['calls']} "
+                                  f"tok/s={self._calls['tokens'] / elapsed:.1f}")
 
     def summary(self, status: str) -> dict[str, Any]:
         """This mode's summary: metrics of the requested finished sequences, and what was run."""
@@ -460,7 +490,7 @@ class BenchRunner:
                 plots.plot_success_vs_K(summary, self.store.dir / "success_vs_K.png", title=title)
             except OSError as exc:
                 raise OutputError(f"cannot write the plots in {self.store.dir}: {exc.strerror or exc}") from None
-        return BenchOutcome(summary=summary, table=table, status=status, message=message)
+        return BenchOutcome(summary=summary, table=table, status=status, message=message, resumable=self.resumable)
 
 
 def _session(sequences: int, elapsed: float, workers: int) -> dict[str, Any]:
@@ -481,6 +511,7 @@ class CarrySetRunner:
         self.runners = {mode: BenchRunner(config, agent, self.log, carry=mode, store=self.dir.member(mode))
                         for mode in config.carry}
         self.started = time.monotonic()
+        self.resumable = True
 
     def run(self) -> BenchOutcome:
         self.dir.open()
@@ -496,6 +527,7 @@ class CarrySetRunner:
                     runner_status, runner_message = runner.play(plan)
                     if runner_status != "complete":
                         status, message = runner_status, runner_message
+                        self.resumable = runner.resumable
                         break
             except OutputError:
                 raise
@@ -545,7 +577,7 @@ class CarrySetRunner:
                 plots.plot_carry_success_vs_K(summary, self.dir.dir / "success_vs_K.png", title=title)
             except OSError as exc:
                 raise OutputError(f"cannot write the plots in {self.dir.dir}: {exc.strerror or exc}") from None
-        return BenchOutcome(summary=summary, table=table, status=status, message=message)
+        return BenchOutcome(summary=summary, table=table, status=status, message=message, resumable=self.resumable)
 
 
 def run_bench(config: BenchConfig, agent: Agent, log: Callable[[str], None] | None = None) -> BenchOutcome:

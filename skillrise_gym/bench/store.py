@@ -79,8 +79,19 @@ def is_carry_set(out: str | os.PathLike) -> bool:
     return (Path(out).expanduser() / CARRY_MANIFEST).exists()
 
 
+def _comparable(identity: Mapping[str, Any]) -> Mapping[str, Any]:
+    """The identity with the agent's endpoint normalized (manifests before normalization hold it as typed)."""
+    agent = identity.get("agent")
+    if isinstance(agent, Mapping) and isinstance(agent.get("base_url"), str):
+        from skillrise_gym.agents.openai_agent import normalize_base_url
+
+        return {**identity, "agent": {**agent, "base_url": normalize_base_url(agent["base_url"])}}
+    return identity
+
+
 def identity_differences(existing: Mapping[str, Any], identity: Mapping[str, Any]) -> list[str]:
     """Human-readable differences between a stored identity and the current one (see `LEGACY_IDENTITY`)."""
+    existing, identity = _comparable(existing), _comparable(identity)
     def value(data: Mapping[str, Any], key: str) -> Any:
         return data.get(key, LEGACY_IDENTITY.get(key))
 
