@@ -166,3 +166,48 @@ def test_same_seed_same_outcomes_in_two_processes():
         runs.append(json.loads(out.stdout.strip().splitlines()[-1]))
     assert runs[0] == runs[1]
     assert len(runs[0]) > 10
+
+
+EXPERT_PLAYER = textwrap.dedent(
+    """
+    import json, sys
+    from skillrise_gym.backends.scienceworld import ScienceWorldBackend
+    ids = ["boil-27", "use-thermometer-{u}", "melt-{m}"]
+    backend = ScienceWorldBackend(tasks=["boil", "use-thermometer", "melt"])
+    tasks = {t.id: t for t in backend.list_tasks("test")}
+    u = min(t.payload["variation"] for t in tasks.values() if t.id.startswith("use-thermometer"))
+    m = min(t.payload["variation"] for t in tasks.values() if t.id.startswith("melt"))
+    ids = [i.format(u=u, m=m) for i in ids]
+    if sys.argv[1] == "reverse":
+        ids = ids[::-1]
+    played = {}
+    for task_id in ids:
+        backend.reset(tasks[task_id])
+        steps, result = [], None
+        while len(steps) < 30 and (action := backend.expert_action()) is not None:
+            result = backend.step(action)
+            steps.append(action)
+            if result.done:
+                break
+        played[task_id] = {"gold": backend.gold_actions(tasks[task_id].payload["task_name"], tasks[task_id].payload["variation"]),
+                           "steps": steps, "success": bool(result and result.success), "score": result and result.score}
+    backend.close()
+    print(json.dumps(played, sort_keys=True))
+    """
+)
+
+
+def test_the_expert_is_the_same_in_two_processes_whatever_they_loaded_before(tmp_path):
+    """Issue 11 item 17: gold paths used to follow the JVM's history (boil-27: 96 or 108 steps by load
+    order). Two processes, each with an empty gold cache, play the expert over the same tasks in opposite
+    orders: the same gold paths, steps and outcomes (at the 30-step limit boil-27 stays unsolved in both)."""
+    runs = []
+    for order in ("forward", "reverse"):
+        env = {**os.environ, "SKILLRISE_CACHE": str(tmp_path / order)}
+        out = subprocess.run([sys.executable, "-c", EXPERT_PLAYER, order], capture_output=True, text=True,
+                             timeout=600, env=env)
+        assert out.returncode == 0, out.stderr[-3000:]
+        runs.append(json.loads(out.stdout.strip().splitlines()[-1]))
+    assert runs[0] == runs[1]
+    assert len(runs[0]["boil-27"]["gold"]) > 30 and not runs[0]["boil-27"]["success"]
+    assert any(r["success"] for r in runs[0].values())  # the short tasks are solved by their gold path

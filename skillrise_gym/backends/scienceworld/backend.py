@@ -59,7 +59,7 @@ def _check_simplifications(value: str, task_name: str | None = None) -> str:
 
 @dataclass
 class _Episode:
-    """The task being played and what is needed to replay it (after a gold-path computation)."""
+    """The task being played and the actions taken in it."""
 
     task: Task
     task_name: str
@@ -481,7 +481,11 @@ class ScienceWorldBackend(Backend):
     def gold_actions(self, task_name: str, variation: int, simplifications: str | None = None) -> list[str]:
         """The engine's gold action sequence (from the disk cache, else computed and cached).
 
-        Computing it reloads the world; a task in progress is replayed afterwards, so it is not disturbed.
+        The engine plans a gold path with state that depends on everything its JVM did before (the same
+        variation gave 96 or 108 steps after other load orders), so a missing path is computed in a JVM
+        started for it alone and closed after: the same path in every process, whatever it loaded before,
+        as a fresh stock `ScienceWorldEnv` gives it. The JVM holding the current task is not touched.
+        About two seconds per path (a JVM start), once per machine (the disk cache).
         """
         simplifications = self.simplifications if simplifications is None else simplifications
         cached = catalog.read_gold(simplifications, self.deterministic, task_name, variation)
@@ -489,33 +493,22 @@ class ScienceWorldBackend(Backend):
             return cached
         from py4j.protocol import Py4JJavaError
 
-        jvm = self._engine()
-        server = jvm.server
-        self._agent = None  # the load below replaces the world
+        jvm = ScienceWorldJVM(java=self.java, max_heap=self.max_heap, deterministic=self.deterministic,
+                              extra_jvm_options=self.jvm_options, call_timeout=self.call_timeout)
         try:
-            error = jvm.call("gold path", server.load, task_name, variation, simplifications, True)
-        except Py4JJavaError as exc:
-            raise ValueError(f"ScienceWorld could not make a gold path for {task_name} {variation}: {exc.java_exception}") from None
-        # load(..., True) leaves the flag on, and every later reset() would regenerate the gold path.
-        jvm.call("gold flag", getattr(server, "goldPathGenerationEnabled_$eq"), False)
-        if error:
-            raise ValueError(f"ScienceWorld could not make a gold path for {task_name} {variation}: {error}")
-        gold = jvm.call("gold path", lambda: jvm.strings(server.getGoldActionSequence()))
+            server = jvm.server
+            try:
+                error = jvm.call("gold path", server.load, task_name, variation, simplifications, True)
+            except Py4JJavaError as exc:
+                raise ValueError(f"ScienceWorld could not make a gold path for {task_name} {variation}: "
+                                 f"{exc.java_exception}") from None
+            if error:
+                raise ValueError(f"ScienceWorld could not make a gold path for {task_name} {variation}: {error}")
+            gold = jvm.call("gold path", lambda: jvm.strings(server.getGoldActionSequence()))
+        finally:
+            jvm.close()
         catalog.write_gold(simplifications, self.deterministic, task_name, variation, gold)
-        self._replay_episode()
         return gold
-
-    def _replay_episode(self) -> None:
-        """Rebuild the current task's state after the world was reloaded (deterministic, see module doc)."""
-        ep = self._episode
-        if ep is None:
-            return
-        observation = self._load(ep.task_name, ep.variation, ep.simplifications)[0]
-        for action in ep.actions:
-            observation, _score, _done, _moves = self._engine_step(action)
-        if observation != ep.observation:
-            self._lose_episode("replay mismatch")
-            raise EngineError(f"replaying task {ep.task.id} after a gold-path computation did not reproduce its state")
 
     def expert_action(self) -> str | None:
         """The next gold action while the agent has followed the gold path so far; None once it has left it

@@ -117,11 +117,16 @@ def save_splits(data: dict[str, dict[str, list[int]]]) -> None:
 
 
 # ---------------------------------------------------------------------------------------------- gold paths
+#: 2: computed in a JVM of their own (version 1 paths came from whatever JVM asked, so they depended on its
+#: history; they are not reused)
+GOLD_FORMAT = 2
+
+
 def gold_cache_key(simplifications: str, deterministic: bool) -> str:
     """Gold paths hold only for the engine version, simplifications and JVM hash-code mode they came from."""
     simpl = ",".join(sorted(s for s in simplifications.split(",") if s)) or "none"
     mode = "hash2" if deterministic else "defaulthash"
-    return f"scienceworld-{engine_version()}_{simpl}_{mode}"
+    return f"scienceworld-{engine_version()}_{simpl}_{mode}_g{GOLD_FORMAT}"
 
 
 def gold_dir(simplifications: str, deterministic: bool) -> Path:
