@@ -14,3 +14,5 @@ export SKILLRISE_CACHE_PINNED=1
 export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 TOKENIZERS_PARALLELISM=false
 
 .venv/bin/python -m pytest --timeout=1200 "$@"
+# the whole suite (no arguments): also the other supported Python versions, a smoke test each
+if [ "$#" -eq 0 ]; then bash scripts/smoke_pythons.sh; fi
