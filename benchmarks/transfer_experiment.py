@@ -36,7 +36,7 @@ import os
 import shutil
 import sys
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -174,7 +174,9 @@ def ceilings(p: Preset) -> dict[str, list[float]]:
 
 def markdown(report: dict[str, Any]) -> str:
     p = report["preset"]
-    lines = [f"Held-out families (test split), success [95% CI] by K; carry skill / none / reflect. "
+    spread = ("mean over seeds %s [range over seeds]" % ", ".join(map(str, p["seeds"]))) if p.get("seeds") else \
+        f"seed {p['seed']}, success [95% CI]"
+    lines = [f"Held-out families (test split), {spread} by K; carry skill / none / reflect. "
              f"Model {p['model']}, {p['steps']} steps, R={p['rules']} rules, N={p['bins']} bins.", ""]
     header = "| policy | carry | " + " | ".join(f"K={k}" for k in p["eval_K"]) + f" | by position (K={max(p['eval_K'])}) |"
     lines += [header, "|" + "---|" * (len(p["eval_K"]) + 3)]
@@ -186,6 +188,12 @@ def markdown(report: dict[str, Any]) -> str:
                 cells.append(f"{s['mean']:.2f} [{s['ci'][0]:.2f}, {s['ci'][1]:.2f}]" if s else "-")
             top = blocks.get(str(max(p["eval_K"])), {}).get("success_by_position", [])
             lines.append(f"| {name} | {mode} | " + " | ".join(cells) + " | " + " / ".join(f"{x['mean']:.2f}" for x in top) + " |")
+    if p.get("seeds"):
+        K = str(max(p["eval_K"]))
+        lines += ["", f"Per seed ({', '.join(map(str, p['seeds']))}), carry skill, K={K}, overall success:"]
+        for name, result in report["evaluations"].items():
+            values = result["by_carry"].get("skill", {}).get(K, {}).get("success", {}).get("per_seed", [])
+            lines.append(f"- {name}: " + " / ".join(f"{v:.2f}" for v in values))
     c = report["ceilings"]
     lines += ["", "Ceilings at K=%d by position: document ignored %s; perfect curator %s." % (
         max(p["eval_K"]), " / ".join(f"{x:.2f}" for x in c["ignore_document"]),
@@ -236,7 +244,8 @@ def plots(report: dict[str, Any]) -> list[str]:
     ax.set_xlabel("task position")
     ax.set_ylabel("success rate (held-out families)")
     ax.set_ylim(-0.02, 1.02)
-    ax.set_title(f"held-out success by position, K={K}, carry skill (95% CI)")
+    what = "range over seeds" if p.get("seeds") else "95% CI"
+    ax.set_title(f"held-out success by position, K={K}, carry skill ({what})")
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
     paths.append(_save(fig, RESULTS / "transfer_success_by_position.png"))
@@ -270,6 +279,54 @@ def _save(fig: Any, path: Path) -> str:
     return str(path)
 
 
+# ------------------------------------------------------------------------------------------ seeds
+def run_seed(p: Preset, work: Path, args: Any, log) -> dict[str, Any]:
+    """One whole experiment (warm start, arms, evaluations) with `p.seed`, in `work`."""
+    work.mkdir(parents=True, exist_ok=True)
+    report: dict[str, Any] = {"preset": asdict(p), "arms": {}, "evaluations": {}, "ceilings": ceilings(p)}
+    start = untrained(p, work, log)
+    if not args.no_untrained:
+        report["evaluations"]["untrained"] = evaluate("untrained", start, p, work, log)
+    for arm in args.arms:
+        report["arms"][arm] = train_arm(arm, start, p, work, log)
+        report["evaluations"][arm] = evaluate(arm, str(work / arm / "final"), p, work, log)
+    return report
+
+
+def combine(runs: dict[int, dict[str, Any]], p: Preset) -> dict[str, Any]:
+    """Several seeds' reports as one: every success figure is the mean over seeds, with the range over
+    seeds (min, max) where a single run has its 95% CI; the seeds' own reports are kept under "seeds"."""
+    first = next(iter(runs.values()))
+    evaluations: dict[str, Any] = {}
+    for name in first["evaluations"]:
+        by_carry: dict[str, Any] = {}
+        for mode in first["evaluations"][name]["by_carry"]:
+            blocks = {}
+            for k in first["evaluations"][name]["by_carry"][mode]:
+                per_seed = [r["evaluations"][name]["by_carry"][mode][k] for r in runs.values()]
+                overall = [b["success"]["mean"] for b in per_seed]
+                positions = list(zip(*[[x["mean"] for x in b["success_by_position"]] for b in per_seed]))
+                blocks[k] = {
+                    "success": {"mean": sum(overall) / len(overall), "ci": [min(overall), max(overall)],
+                                "per_seed": overall},
+                    "success_by_position": [{"mean": sum(v) / len(v), "ci": [min(v), max(v)], "per_seed": list(v)}
+                                            for v in positions],
+                    "invalid_format_rate": sum(b["invalid_format_rate"] for b in per_seed) / len(per_seed),
+                }
+            by_carry[mode] = blocks
+        evaluations[name] = {"by_carry": by_carry}
+    arms = {}
+    for name in first["arms"]:
+        curves = [r["arms"][name]["curve"] for r in runs.values()]
+        arms[name] = {"curve": [{"step": rows[0]["step"], **{key: sum(row.get(key, 0.0) for row in rows) / len(rows)
+                                                            for key in rows[0] if key != "step"}}
+                                for rows in zip(*curves)],
+                      "wall_seconds": sum(r["arms"][name]["wall_seconds"] for r in runs.values())}
+    return {"preset": {**asdict(p), "seeds": list(runs)}, "arms": arms, "evaluations": evaluations,
+            "ceilings": first["ceilings"], "seeds": {str(seed): r for seed, r in runs.items()},
+            "aggregate": "mean over seeds; brackets and error bars: the range over seeds (min, max)"}
+
+
 # ------------------------------------------------------------------------------------------ main
 def main(argv: list[str] | None = None) -> int:
     global RESULTS
@@ -281,6 +338,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--work-dir", default="runs/transfer")
     parser.add_argument("--fresh", action="store_true", help="retrain and re-evaluate every arm")
     parser.add_argument("--results-dir", default=str(RESULTS), help="where the JSON, Markdown and PNGs go")
+    parser.add_argument("--seeds", type=int, nargs="+", default=None,
+                        help="run the whole experiment once per seed (each in WORK_DIR/seed<s>) and report the mean "
+                             "over seeds with their range")
     for name, value in asdict(CPU).items():
         flag = "--" + name.replace("_", "-")
         if isinstance(value, bool):
@@ -306,13 +366,12 @@ def main(argv: list[str] | None = None) -> int:
         print(f"[{time.strftime('%H:%M:%S')}] {message}", flush=True)
 
     started = time.perf_counter()
-    report: dict[str, Any] = {"preset": asdict(p), "arms": {}, "evaluations": {}, "ceilings": ceilings(p)}
-    start = untrained(p, work, log)
-    if not args.no_untrained:
-        report["evaluations"]["untrained"] = evaluate("untrained", start, p, work, log)
-    for arm in args.arms:
-        report["arms"][arm] = train_arm(arm, start, p, work, log)
-        report["evaluations"][arm] = evaluate(arm, str(work / arm / "final"), p, work, log)
+    seeds = list(dict.fromkeys(args.seeds or [p.seed]))
+    runs = {}
+    for seed in seeds:
+        ps = replace(p, seed=seed)
+        runs[seed] = run_seed(ps, work / f"seed{seed}" if len(seeds) > 1 else work, args, log)
+    report = runs[seeds[0]] if len(seeds) == 1 else combine(runs, p)
     report["wall_seconds"] = round(time.perf_counter() - started, 1)
     report["machine"] = {"cpus": os.cpu_count()}
     (RESULTS / "transfer_experiment.json").write_text(json.dumps(report, indent=2) + "\n")

@@ -259,7 +259,42 @@ class SkillRiseTrainer(GRPOTrainer):
         losses = warm_start(self.model, self.processing_class, self.encode_prompt, examples, c.warmstart_steps,
                             lr=c.warmstart_lr, seed=c.seed)
         self.warmstart_losses = losses
+        if c.algo == "skillrise":  # what it taught, on sequences it did not train on
+            self.warmstart_check = self.check_warm_start()
         return losses
+
+    def check_warm_start(self, sequences: int = 40) -> Any:
+        """`warmstart.check_format` on training-split sequences the warm start's examples did not come from
+        (greedy): the share of notes followed, of curate turns copying trajectory clauses, of well-formed
+        answers; printed, and written to output_dir/warmstart.json."""
+        import json as _json
+        from pathlib import Path
+
+        from skillrise_gym.env import SequenceEnv
+        from skillrise_train.warmstart import check_format, greedy_answerer
+
+        c = self.config
+        env = SequenceEnv(backend=c.env, K=self.rollout.K, split=self.rollout.split, max_task_steps=c.max_task_steps,
+                          backend_options=self.rollout.backend_options, prompt_style=self.rollout.prompt_style)
+        was_training = self.model.training
+        self.model.eval()
+        try:
+            with torch.no_grad():
+                result = check_format(env, greedy_answerer(self.model, self.processing_class, self.encode_prompt,
+                                                           c.max_new_tokens), sequences=sequences, seed=c.seed + 1)
+        finally:
+            env.close()
+            self.model.train(was_training)
+        print(f"warm start: follows a note {result.follow:.0%}, curate turns copying trajectory clauses "
+              f"{result.copy:.0%}, well-formed {result.valid:.0%} ({sequences} sequences it did not train on)",
+              flush=True)
+        if self.accelerator.is_main_process:
+            out = Path(self.args.output_dir)
+            out.mkdir(parents=True, exist_ok=True)
+            (out / "warmstart.json").write_text(_json.dumps({**vars(result), "steps": c.warmstart_steps,
+                                                             "final_loss": self.warmstart_losses[-1]
+                                                             if self.warmstart_losses else None}, indent=2))
+        return result
 
     # ------------------------------------------------------------------ prompts and generation
     def _prompt_budget(self, config: TrainConfig) -> int:

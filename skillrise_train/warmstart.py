@@ -25,6 +25,12 @@ Why reading examples: without them a note naming an action is rare in the exampl
 first task), and the tiny model stayed at chance on notes (32.5% on three bins after 600 steps; with two
 reading examples per sequence: 100%, measured on held-out families). Targets end with the tokenizer's end of
 sequence token so that generation stops after the closing tag.
+
+Why a decaying learning rate: with a constant one, which clause the model copies swung from checkpoint to
+checkpoint (greedy copy rate 0.17 <-> 1.0 every 150 steps, measured), so a fixed step count left some seeds
+without usable copies and RL with nothing to select: the transfer test failed for seed 1. Cosine decay
+settles the end of the warm start; with it seeds 0, 1 and 2 all learn (position 1: 0.44-0.51 after the warm
+start, 1.00 after 40 RL steps). `check_format` measures what a warm start taught (the trainer prints it).
 """
 
 from __future__ import annotations
@@ -215,13 +221,9 @@ def warm_start(
     batch_size: int = 32,
     lr: float = 3e-3,
     seed: int = 0,
-    check: Callable[[int], bool] | None = None,
-    check_every: int = 0,
 ) -> list[float]:
-    """Cross-entropy on the target tokens only (prompts encoded as the policy sees them); returns the losses.
-
-    With `check` and `check_every`, `check(step)` is called after every `check_every` steps (the model in
-    eval mode) and the warm start stops as soon as it returns True: `steps` is then the most it runs."""
+    """Cross-entropy on the target tokens only (prompts encoded as the policy sees them), AdamW with a
+    short warm-up and cosine decay to a tenth of `lr`; returns the losses."""
     import torch
 
     if steps <= 0 or not examples:
@@ -265,13 +267,6 @@ def warm_start(
         optimizer.step()
         scheduler.step()
         losses.append(float(out.loss.detach()))
-        if check is not None and check_every > 0 and len(losses) % check_every == 0 and len(losses) < steps:
-            model.eval()
-            with torch.no_grad():
-                passed = check(len(losses))
-            model.train()
-            if passed:
-                break
     model.train(was_training)
     return losses
 

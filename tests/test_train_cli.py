@@ -370,3 +370,14 @@ def test_a_hung_env_worker_is_replaced_and_its_trials_dropped_with_a_reason_neve
         if plan.trial_id not in result.dropped:
             assert len(result.success[plan.trial_id]) == 2
     assert "timed out" in caplog.text and "dropping trial" in caplog.text
+
+
+def test_a_warm_start_reports_what_it_taught(tmp_path, capsys):
+    out = tmp_path / "run"
+    assert main(["--env", "rulebook", *TINY, "--K", "2", "--G", "2", "--S", "2", "--steps", "1", "--max-task-steps", "1",
+                 "--warmstart-steps", "3", "--warmstart-sequences", "4", "--output-dir", str(out),
+                 "--backend-options", '{"rules": 1, "bins": 3}']) == 0
+    assert "warm start: follows a note" in capsys.readouterr().out
+    report = json.loads((out / "warmstart.json").read_text())
+    assert set(report) >= {"follow", "copy", "valid", "sequences", "steps"} and report["steps"] == 3
+    assert 0.0 <= report["copy"] <= 1.0 and report["sequences"] == 40

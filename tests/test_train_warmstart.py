@@ -63,3 +63,37 @@ def test_named_action_ignores_shared_words_and_ties():
     assert named_action(actions, "every bin is fine") is None  # 'bin' is in every action
     assert named_action(actions, "red or blue") is None  # a tie names nothing
     assert trajectory_clauses([]) == []
+
+
+def _scripted(copy: bool, follow: bool):
+    """An answerer for check_format: curate turns copy a clause of the trajectory shown (or write one
+    of their own); solve turns take the action their note names (or always the first one)."""
+    def answer(prompts, prefixes):
+        out = []
+        for prompt in prompts:
+            if "Did:" in prompt:  # a curate prompt: the trajectory follows "Did:"
+                shown = prompt.split("Did:", 1)[1].split("->", 1)[1].split("\n")[0]
+                clause = trajectory_clauses([type("S", (), {"action": "", "observation": shown})()])[-1]
+                out.append(f"<skill>{clause if copy else 'sort things well'}</skill>")
+            else:
+                note = re.search(r"Skills: (.*)", prompt).group(1)
+                actions = re.search(r"Actions: (.*)", prompt).group(1).split(" | ")
+                named = named_action(actions, note)
+                out.append(f"<action>{named if follow and named else actions[0]}</action>")
+        return out
+    return answer
+
+
+def test_the_format_check_measures_copying_and_following():
+    from skillrise_train.warmstart import check_format
+
+    env = probe()
+    try:
+        good = check_format(env, _scripted(copy=True, follow=True), sequences=20)
+        careless = check_format(env, _scripted(copy=False, follow=False), sequences=20)
+    finally:
+        env.close()
+    assert good.copy == 1.0 and good.follow == 1.0 and good.valid == 1.0
+    assert careless.copy == 0.0 and careless.valid == 1.0
+    assert careless.follow < 0.6  # the first bin is the named one about a third of the time
+    assert good.passes(0.9, 0.9) and not careless.passes(0.9, 0.9)

@@ -11,10 +11,11 @@ action. It teaches no rule: its notes come from other tasks and name random bins
 what RL must learn, and only curate credit rewards it. Evaluated greedily on held-out families (the test
 split: other rules, words never seen in training) through the bench runner and the hf agent.
 
-Measured with this file's settings (seed 0, 100 held-out sequences, success at positions 0/1): warm start
-0.38/0.71, SkillRise 0.38/1.00, GRPO (no document) 0.38/0.38; chance 0.33. About 4.5 minutes on 2 cores.
-Seed-fragile: with seed=1 the warm start does not take (position 1: warm start 0.37, SkillRise 0.40; with
-1000 warm-start steps 0.27 -> 0.61), so this test pins seed 0, whose run is deterministic on one CPU build.
+Measured with this file's settings (100 held-out sequences, success at positions 0/1; chance 0.33): seed 0:
+warm start 0.38/0.44, SkillRise 0.35/1.00, GRPO (no document) at chance; seed 1: warm start 0.36/0.51,
+SkillRise 0.35/1.00 (seed 2, measured outside the suite: 0.36/0.50 -> 0.37/1.00). Both seeds run here:
+before the warm start's cosine learning-rate decay, seed 1 did not learn (0.37 -> 0.40), and one seed
+could not show that. About 8 minutes on 2 cores; each seed's run is deterministic on one CPU build.
 The ablations (curate credit own / none) are measured by benchmarks/transfer_experiment.py (README 'Transfer').
 """
 
@@ -34,21 +35,22 @@ RL_STEPS = 40
 EVAL_SEQUENCES = 100
 
 
-@pytest.fixture(scope="module")
-def warm_started(tmp_path_factory) -> str:
+@pytest.fixture(scope="module", params=[0, 1], ids=lambda seed: f"seed{seed}")
+def warm_started(request, tmp_path_factory) -> tuple[int, str]:
     from skillrise_train.config import TrainConfig
     from skillrise_train.warmstart import save_warm_started
 
-    config = TrainConfig(model="tiny", warmstart_steps=600, warmstart_sequences=1000, **COMMON)
-    return save_warm_started(config, str(tmp_path_factory.mktemp("transfer") / "warm"))
+    seed = request.param
+    config = TrainConfig(model="tiny", warmstart_steps=600, warmstart_sequences=1000, **{**COMMON, "seed": seed})
+    return seed, save_warm_started(config, str(tmp_path_factory.mktemp(f"transfer{seed}") / "warm"))
 
 
-def train(start: str, out, **arm) -> str:
+def train(start: str, out, seed: int = 0, **arm) -> str:
     from skillrise_train.cli import run
     from skillrise_train.config import TrainConfig
 
     config = TrainConfig(model=start, steps=RL_STEPS, save_interval=RL_STEPS, output_dir=str(out), record_turns=False,
-                         **{**COMMON, **arm})
+                         **{**COMMON, "seed": seed, **arm})
     run(config)
     return str(out / "final")
 
@@ -71,18 +73,21 @@ def held_out(model_dir: str, out, carry: str) -> list[float]:
 
 
 def test_skillrise_learns_to_carry_the_rule_and_grpo_stays_at_chance(warm_started, tmp_path, capsys):
-    before = held_out(warm_started, tmp_path / "eval-warm", "skill")
-    skillrise = held_out(train(warm_started, tmp_path / "skillrise", algo="skillrise", curate_credit="future"),
+    seed, start = warm_started
+    before = held_out(start, tmp_path / "eval-warm", "skill")
+    skillrise = held_out(train(start, tmp_path / "skillrise", seed, algo="skillrise", curate_credit="future"),
                          tmp_path / "eval-skillrise", "skill")
-    grpo = held_out(train(warm_started, tmp_path / "grpo", algo="grpo"), tmp_path / "eval-grpo", "none")
+    grpo = None
+    if seed == 0:  # GRPO carries no document: one seed shows it stays at chance
+        grpo = held_out(train(start, tmp_path / "grpo", seed, algo="grpo"), tmp_path / "eval-grpo", "none")
     with capsys.disabled():
-        print(f"\ntransfer test (held-out, greedy, {EVAL_SEQUENCES} sequences; success at positions 0/1): "
-              f"warm start {before[0]:.2f}/{before[1]:.2f}, SkillRise {skillrise[0]:.2f}/{skillrise[1]:.2f}, "
-              f"GRPO {grpo[0]:.2f}/{grpo[1]:.2f}, chance {CHANCE:.2f}")
+        print(f"\ntransfer test, seed {seed} (held-out, greedy, {EVAL_SEQUENCES} sequences; success at positions "
+              f"0/1): warm start {before[0]:.2f}/{before[1]:.2f}, SkillRise {skillrise[0]:.2f}/{skillrise[1]:.2f}"
+              + (f", GRPO {grpo[0]:.2f}/{grpo[1]:.2f}" if grpo else "") + f", chance {CHANCE:.2f}")
     # the first task of a sequence is at chance for everyone: nothing known yet
     assert skillrise[0] < CHANCE + 0.2
     # SkillRise's second task: the rule was carried (chance 0.33; a perfect curator gets 1.0)
     assert skillrise[1] >= 0.75
     assert skillrise[1] >= before[1] + 0.2  # learned by RL, not given by the warm start
-    # GRPO carries no document: its second task is at chance
-    assert grpo[1] < CHANCE + 0.2
+    if grpo is not None:  # GRPO carries no document: its second task is at chance
+        assert grpo[1] < CHANCE + 0.2
