@@ -480,17 +480,27 @@ class BenchRunner:
         table = metrics.markdown_table(summary, title)
         if single:
             summary["by_carry"] = {self.carry: dict(summary)}
-        self.store.write_text("summary.json", json.dumps(summary, indent=2) + "\n")
-        self.store.write_text("summary.md", table)
-        if single and c.plots and summary["finished"]:  # several modes: the plots are drawn at the top
-            from skillrise_gym.bench import plots
-
-            try:
-                plots.plot_success_by_position(summary, self.store.dir / "success_by_position.png", title=title)
-                plots.plot_success_vs_K(summary, self.store.dir / "success_vs_K.png", title=title)
-            except OSError as exc:
-                raise OutputError(f"cannot write the plots in {self.store.dir}: {exc.strerror or exc}") from None
+        # several modes: the plots are drawn at the top of OUT, not per mode
+        _write_outputs(self.store, summary, table, title, single and c.plots and bool(summary["finished"]),
+                       ("plot_success_by_position", "plot_success_vs_K"))
         return BenchOutcome(summary=summary, table=table, status=status, message=message, resumable=self.resumable)
+
+
+def _write_outputs(where: Any, summary: dict[str, Any], table: str, title: str, draw: bool,
+                   plotters: tuple[str, str]) -> None:
+    """summary.json, summary.md and, with `draw`, the two plots (`plotters`: the bench.plots functions for
+    success by position and against K) into a run directory; a write that fails raises OutputError."""
+    where.write_text("summary.json", json.dumps(summary, indent=2) + "\n")
+    where.write_text("summary.md", table)
+    if not draw:
+        return
+    from skillrise_gym.bench import plots
+
+    try:
+        for name, file in zip(plotters, ("success_by_position.png", "success_vs_K.png")):
+            getattr(plots, name)(summary, where.dir / file, title=title)
+    except OSError as exc:
+        raise OutputError(f"cannot write the plots in {where.dir}: {exc.strerror or exc}") from None
 
 
 def _session(sequences: int, elapsed: float, workers: int) -> dict[str, Any]:
@@ -549,8 +559,7 @@ class CarrySetRunner:
                 member["status"] = "complete"
             by_carry[mode] = member
             table = metrics.markdown_table(member, f"{c.env} / {self.agent.name} / {c.mode} / carry {mode}")
-            runner.store.write_text("summary.json", json.dumps(member, indent=2) + "\n")
-            runner.store.write_text("summary.md", table)
+            _write_outputs(runner.store, member, table, "", False, ("", ""))
         results = {mode: runner._requested() for mode, runner in self.runners.items()}
         sequences = sum(r.session["sequences"] for r in self.runners.values())
         summary: dict[str, Any] = {
@@ -567,16 +576,8 @@ class CarrySetRunner:
         }
         title = f"{c.env} / {self.agent.name} / {c.mode} / split {c.split} / seed {c.seed} / {c.style} prompts"
         table = metrics.carry_table(summary, title)
-        self.dir.write_text("summary.json", json.dumps(summary, indent=2) + "\n")
-        self.dir.write_text("summary.md", table)
-        if c.plots and summary["finished"]:
-            from skillrise_gym.bench import plots
-
-            try:
-                plots.plot_carry_success_by_position(summary, self.dir.dir / "success_by_position.png", title=title)
-                plots.plot_carry_success_vs_K(summary, self.dir.dir / "success_vs_K.png", title=title)
-            except OSError as exc:
-                raise OutputError(f"cannot write the plots in {self.dir.dir}: {exc.strerror or exc}") from None
+        _write_outputs(self.dir, summary, table, title, c.plots and bool(summary["finished"]),
+                       ("plot_carry_success_by_position", "plot_carry_success_vs_K"))
         return BenchOutcome(summary=summary, table=table, status=status, message=message, resumable=self.resumable)
 
 
