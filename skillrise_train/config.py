@@ -143,6 +143,10 @@ class TrainConfig:
             value = getattr(self, name)
             if not (isinstance(value, (int, float)) and math.isfinite(value) and value > 0):
                 raise ValueError(f"{name} must be a finite number > 0, got {value!r}")
+        for name in ("lr", "warmstart_lr"):  # AdamW moves each weight by about lr per step
+            if getattr(self, name) > 1.0:
+                raise ValueError(f"{name} must be at most 1 (AdamW moves every weight by about lr per step; "
+                                 f"1e-6 to 1e-3 is usual), got {getattr(self, name)!r}")
         if not 0.0 <= self.gamma <= 1.0:
             raise ValueError(f"gamma must be in [0, 1], got {self.gamma}")
         if self.invalid_penalty < 0:

@@ -331,7 +331,16 @@ class SkillRiseTrainer(GRPOTrainer):
         prefixes = list(prefixes) if prefixes is not None else [""] * len(prompts)
         encoded = [self.encode_prompt(p, pre) for p, pre in zip(prompts, prefixes)]
         prompt_ids = [ids for ids, _ in encoded]
-        completion_ids, _logprobs = self._generate_single_turn(prompt_ids, None, {}, num_generations=1)
+        try:
+            completion_ids, _logprobs = self._generate_single_turn(prompt_ids, None, {}, num_generations=1)
+        except RuntimeError as exc:  # torch.multinomial on NaN/inf probabilities: weights finite but too large
+            if "inf" in str(exc) and "nan" in str(exc):
+                raise NonFiniteLossError(
+                    "the policy's next-token probabilities became NaN or infinite while sampling (its weights are "
+                    f"finite but too large to use). The last good checkpoint is in {self.args.output_dir} (resume "
+                    "with --resume); try a lower --lr."
+                ) from None
+            raise
         texts = self.processing_class.batch_decode(completion_ids, skip_special_tokens=True)
         return [
             Completion(list(p), list(c), pre + t, truncated)

@@ -381,3 +381,24 @@ def test_a_warm_start_reports_what_it_taught(tmp_path, capsys):
     report = json.loads((out / "warmstart.json").read_text())
     assert set(report) >= {"follow", "copy", "valid", "sequences", "steps"} and report["steps"] == 3
     assert 0.0 <= report["copy"] <= 1.0 and report["sequences"] == 40
+
+
+def test_weights_too_large_to_sample_from_stop_with_a_message(tmp_path, capsys, monkeypatch):
+    """Finite weights that overflow in the forward pass (an absurd but finite --lr) make torch's sampler
+    fail on NaN probabilities: exit 3 with the advice, the last good checkpoint kept (issue 11 item 7)."""
+    from skillrise_train.trainer import SkillRiseTrainer
+
+    original = SkillRiseTrainer._generate_single_turn
+
+    def overflowing(self, *args, **kwargs):
+        if self.state.global_step >= 1:
+            raise RuntimeError("probability tensor contains either `inf`, `nan` or element < 0")
+        return original(self, *args, **kwargs)
+
+    monkeypatch.setattr(SkillRiseTrainer, "_generate_single_turn", overflowing)
+    out = tmp_path / "run"
+    code = main(["--env", "toy", *TINY, "--steps", "3", "--max-task-steps", "1", "--no-lora", "--output-dir", str(out)])
+    assert code == 3
+    err = capsys.readouterr().err
+    assert "became NaN or infinite while sampling" in err and "lower --lr" in err
+    assert (out / "checkpoint-1").is_dir() and not (out / "checkpoint-2").exists()
