@@ -7,6 +7,8 @@ Arms, trained with the same seed and step budget on the training families of the
     own             curate turns credited with their own task's reward (the coupled ablation)
     none            curate turns generated, not trained
     grpo            independent single-task episodes, no document (the baseline)
+    gigpo           grpo's episodes plus GiGPO's step-level advantage (on the probe, one step per task: every
+                    trial of a task shares its one state, so the step part repeats the episode part)
 
 plus the untrained policy (the format warm start alone: answers in the tags, knows no rule). Every policy is
 then evaluated through the bench runner (`skillrise-bench`'s code path) on held-out families (the probe's
@@ -50,6 +52,7 @@ ARMS = {
     "own": {"algo": "skillrise", "curate_credit": "own"},
     "none": {"algo": "skillrise", "curate_credit": "none"},
     "grpo": {"algo": "grpo", "curate_credit": "future"},
+    "gigpo": {"algo": "gigpo", "curate_credit": "future"},
 }
 CARRY = ("skill", "none", "reflect")
 

@@ -13,7 +13,7 @@ from typing import Any
 
 from skillrise_gym.prompts import STYLES
 
-ALGOS = ("skillrise", "grpo")
+ALGOS = ("skillrise", "grpo", "gigpo")
 ADVANTAGE_MODES = ("mean_norm", "mean_std_norm")
 
 
@@ -24,7 +24,7 @@ class TrainConfig:
     env: str = "webshop"
     """Benchmark backend: webshop, alfworld, scienceworld (or toy, the unit-test engine)."""
     algo: str = "skillrise"
-    """skillrise (solve + curate, skill document) or grpo (the baseline: independent tasks, no document)."""
+    """skillrise (solve + curate, skill document), grpo (the baseline: independent tasks, no document) or gigpo (grpo's episodes, plus step-level advantages over repeated states)."""
     model: str = "smollm2"
     """Model: smollm2 (embedded default), tiny (test model), a local HF directory, or a cached Hub id."""
     K: int = 2
@@ -37,6 +37,10 @@ class TrainConfig:
     """Discount of later tasks' rewards in a curate turn's return."""
     curate_credit: str = "future"
     """Curate turns' return: future (SkillRise: later tasks' discounted rewards), own (its own task's reward: the coupled ablation) or none (not trained)."""
+    step_gamma: float = 0.95
+    """gigpo: discount of later steps' rewards in a step's return (verl-agent's default)."""
+    step_advantage_weight: float = 1.0
+    """gigpo: weight of the step-level advantage added to the episode-level one."""
     success_reward: float = 10.0
     """Reward of a solved task (the reference's binary 10/0)."""
     invalid_penalty: float = 0.5
@@ -149,6 +153,10 @@ class TrainConfig:
                                  f"1e-6 to 1e-3 is usual), got {getattr(self, name)!r}")
         if not 0.0 <= self.gamma <= 1.0:
             raise ValueError(f"gamma must be in [0, 1], got {self.gamma}")
+        if not 0.0 <= self.step_gamma <= 1.0:
+            raise ValueError(f"step_gamma must be in [0, 1], got {self.step_gamma}")
+        if not (math.isfinite(self.step_advantage_weight) and self.step_advantage_weight >= 0):
+            raise ValueError(f"step_advantage_weight must be a finite number >= 0, got {self.step_advantage_weight}")
         if self.invalid_penalty < 0:
             raise ValueError("invalid_penalty must be >= 0")
         from skillrise_gym.backends import backend_class, check_options

@@ -22,6 +22,20 @@ Vocabulary:
      mean_std_norm:  (return - mean_key) / (std_key + eps)      (std unbiased, as torch.std)
    minus `invalid_penalty` when the turn's output lacked its <action>/<skill> tags.
 
+GiGPO (`gigpo_advantages`, the baseline of Feng et al. 2025, "Group-in-Group Policy Optimization"; its
+public implementation is verl-agent's `gigpo` estimator), over the same single-task episodes as GRPO:
+     A(turn) = A_episode + w * A_step
+   A_episode: the GRPO advantage above (the task's return r against the group of G trials of that task);
+   A_step:    the turn's discounted step return  R_t = sum_{s>=t} step_gamma^(s-t) * r^step_s  (r^step_s: the
+              reward of step s, `success_reward` on the succeeding step), normalised within its *anchor
+              group*: the turns of the same task group whose state key is identical (the observation text
+              and the admissible actions shown), each turn one member (a trial that comes back to a state
+              counts again, as in verl-agent). A state no other turn shares is a group of one: A_step = 0.
+   Both use the same mode (mean_norm / mean_std_norm, std unbiased, a group of one has std 1).
+   Where ours differs from verl-agent: its episode mean and std run over step rows (a long trajectory
+   weighs more); ours over trials, as for SkillRise and GRPO. The penalty for invalid turns is subtracted
+   once, after both parts.
+
 Two conscious differences from the reference (spec section 4.3): the penalty is subtracted after
 normalisation instead of being folded into the score first (under mean_std_norm a group of equal returns
 has std 0, and a folded-in penalty would be divided by eps), and the per-trial group value is the trial's
@@ -50,6 +64,9 @@ class TurnTag:
     role: str  # "solve" or "curate"
     position: int  # task position; for curate, the task just finished
     format_valid: bool = True
+    step: int = 0  # the turn's index among its task's solve steps (GiGPO's step returns)
+    reward: float = 0.0  # the reward this step earned, scaled like task rewards (GiGPO)
+    anchor: Hashable = None  # the state the turn acted in (GiGPO's anchor groups): observation, admissible
 
 
 def curate_return(task_rewards: Sequence[float], position: int, gamma: float) -> float:
@@ -120,6 +137,58 @@ def advantages(
         if not tag.format_valid:
             out[n] -= invalid_penalty
     return out
+
+
+def step_returns(tags: Sequence[TurnTag], step_gamma: float) -> np.ndarray:
+    """R_t = r_t + step_gamma * R_{t+1} over each trial's solve turns of one task, in step order (GiGPO);
+    0 for curate turns."""
+    if not 0.0 <= step_gamma <= 1.0:
+        raise ValueError(f"step_gamma must be in [0, 1], got {step_gamma}")
+    by_task: dict[tuple[Hashable, int], list[int]] = defaultdict(list)
+    for n, tag in enumerate(tags):
+        if tag.role == SOLVE:
+            by_task[(tag.trial, tag.position)].append(n)
+    out = np.zeros(len(tags), dtype=np.float64)
+    for indices in by_task.values():
+        running = 0.0
+        for n in sorted(indices, key=lambda i: tags[i].step, reverse=True):
+            running = float(tags[n].reward) + step_gamma * running
+            out[n] = running
+    return out
+
+
+def anchor_groups(tags: Sequence[TurnTag]) -> dict[tuple[Hashable, int, Hashable], list[int]]:
+    """Solve turns by (task group, position, anchor state): GiGPO's step-level groups."""
+    groups: dict[tuple[Hashable, int, Hashable], list[int]] = defaultdict(list)
+    for n, tag in enumerate(tags):
+        if tag.role == SOLVE:
+            groups[(tag.group, tag.position, tag.anchor)].append(n)
+    return groups
+
+
+def gigpo_advantages(
+    tags: Sequence[TurnTag],
+    task_rewards: Mapping[Hashable, Sequence[float]],
+    step_gamma: float = 0.95,
+    step_weight: float = 1.0,
+    mode: str = "mean_norm",
+    invalid_penalty: float = 0.5,
+    eps: float = 1e-6,
+) -> tuple[np.ndarray, np.ndarray]:
+    """(episode returns, advantages) of GiGPO: the GRPO episode advantage plus `step_weight` times the
+    step advantage over anchor groups (module docstring)."""
+    returns = turn_returns(tags, task_rewards, gamma=0.0)  # solve turns: their task's return
+    episode = advantages(tags, returns, mode=mode, invalid_penalty=0.0, eps=eps)
+    stepwise = step_returns(tags, step_gamma)
+    step_adv = np.zeros(len(tags), dtype=np.float64)
+    for indices in anchor_groups(tags).values():
+        values = stepwise[indices]
+        mean = float(values.mean())
+        std = float(values.std(ddof=1)) if len(values) > 1 else 1.0
+        step_adv[indices] = (values - mean) if mode == "mean_norm" else (values - mean) / (std + eps)
+    out = episode + step_weight * step_adv
+    out -= invalid_penalty * np.array([not tag.format_valid for tag in tags], dtype=np.float64)
+    return returns, out
 
 
 def trained_turns(tags: Sequence[TurnTag], curate_credit: str = "future") -> list[int]:

@@ -250,9 +250,12 @@ class RolloutEngine:
                     extra={"step": step, "group_id": plan.group_id, "prompt_truncated": completion.prompt_truncated},
                 )
                 # credit indexes the trial's own task list, so the tag keeps the episode-local position
+                seen = observations[index]  # what the turn was asked from: GiGPO's anchor state
                 tag = TurnTag(
                     trial=plan.trial_id, group=plan.group_id, role=role, position=position,
-                    format_valid=turn.format_valid,
+                    format_valid=turn.format_valid, step=turn.step_index,
+                    reward=float(reward) * self.success_reward if role == "solve" else 0.0,
+                    anchor=anchor_key(seen) if role == "solve" else None,
                 )
                 result.samples.append(TurnSample(turn, tag, completion.prompt_ids, completion.completion_ids))
                 result.completion_tokens += len(completion.completion_ids)
@@ -316,6 +319,13 @@ class RolloutEngine:
         return self._start(again, by_env, step, result, observations, attempts) if again else []
 
 
+def anchor_key(observation: dict[str, Any]) -> tuple[str, tuple[str, ...]]:
+    """The state a solve turn acted in, as GiGPO groups it: the engine's observation text and the admissible
+    actions shown (empty where the env lists none). Never the prompt: it holds the trial's own history, the
+    skill document and the step count, which differ between trials in the same state."""
+    return str(observation.get("observation", "")), tuple(observation.get("admissible_actions") or ())
+
+
 def rollout_stats(result: RolloutResult, advantages: Sequence[float], K: int) -> dict[str, float]:
     """Per-step numbers for the metrics log: per-position success, advantages by role, token counts."""
     stats: dict[str, float] = {}
@@ -338,6 +348,13 @@ def rollout_stats(result: RolloutResult, advantages: Sequence[float], K: int) ->
     stats["prompts_truncated"] = float(result.truncated_prompts)
     stats["time/generation_s"] = result.generation_seconds
     stats["time/env_s"] = result.env_seconds
+    from skillrise_train.credit import anchor_groups
+
+    groups = [len(g) for g in anchor_groups([sample.tag for sample in result.samples]).values()]
+    solve = sum(groups)
+    # how often states repeat across trials of a task (what GiGPO's step-level groups can use)
+    stats["anchor/mean_group_size"] = solve / len(groups) if groups else 0.0
+    stats["anchor/repeated_share"] = sum(g for g in groups if g > 1) / solve if solve else 0.0
     stats["trials/replayed"] = float(result.replayed)
     stats["trials/dropped"] = float(len(result.dropped))
     return stats

@@ -31,7 +31,7 @@ from trl.trainer.utils import pad, selective_log_softmax, selective_log_softmax_
 
 from skillrise_gym.records import write_jsonl
 from skillrise_train.config import TrainConfig
-from skillrise_train.credit import assign_credit, trained_turns
+from skillrise_train.credit import assign_credit, gigpo_advantages, trained_turns
 from skillrise_train.rollout import Completion, RolloutEngine, RolloutResult, rollout_stats
 
 
@@ -354,10 +354,17 @@ class SkillRiseTrainer(GRPOTrainer):
         plans = self.rollout.plan(sequences, tag=f"step{step}")
         result = self.rollout.play(plans, self.generate_completions, step=step)
         tags = [s.tag for s in result.samples]
-        returns, advantages = assign_credit(
-            tags, result.task_rewards, gamma=self.config.gamma, mode=self.config.advantage_mode,
-            invalid_penalty=self.config.invalid_penalty, curate_credit=self.config.curate_credit,
-        )
+        if self.config.algo == "gigpo":
+            returns, advantages = gigpo_advantages(
+                tags, result.task_rewards, step_gamma=self.config.step_gamma,
+                step_weight=self.config.step_advantage_weight, mode=self.config.advantage_mode,
+                invalid_penalty=self.config.invalid_penalty,
+            )
+        else:
+            returns, advantages = assign_credit(
+                tags, result.task_rewards, gamma=self.config.gamma, mode=self.config.advantage_mode,
+                invalid_penalty=self.config.invalid_penalty, curate_credit=self.config.curate_credit,
+            )
         self.last_rollout = result
         self.last_stats = rollout_stats(result, advantages, self.config.K)
         for name, value in self.last_stats.items():

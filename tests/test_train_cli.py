@@ -192,26 +192,40 @@ def test_resume_skips_damaged_checkpoints_and_records_agree_with_the_one_it_take
 
 
 # ------------------------------------------------------------------------------------ landed backends
-def _one_step(env: str, tmp_path: Path, *extra: str) -> list[dict]:
+def _one_step(env: str, tmp_path: Path, algo: str = "skillrise") -> list[dict]:
     out = tmp_path / env
     code = main(["--env", env, *TINY, "--K", "2", "--G", "2", "--steps", "1", "--max-task-steps", "2",
-                 "--output-dir", str(out), *extra])
+                 "--algo", algo, "--output-dir", str(out)])
     assert code == 0
     turns = _lines(out / "turns.jsonl")
-    assert Counter(t["role"] for t in turns)["curate"] == 2
+    assert Counter(t["role"] for t in turns)["curate"] == (2 if algo == "skillrise" else 0)
     assert (out / "checkpoint-1").is_dir()
+    (metrics,) = _lines(out / "metrics.jsonl")
+    assert metrics["anchor/mean_group_size"] >= 1.0 and 0.0 <= metrics["anchor/repeated_share"] <= 1.0
+    if algo == "gigpo":  # K tasks x G trials of single-task episodes, every turn with its advantage
+        assert len({t["trial_id"] for t in turns}) == 2 * 2 and all(t["extra"]["algo"] == "gigpo" for t in turns)
     return turns
 
 
+ALGOS = pytest.mark.parametrize("algo", ["skillrise", "gigpo"])
+
+
 @pytest.mark.slow
-def test_one_full_step_on_webshop(tmp_path):
+@ALGOS
+def test_one_full_step_on_webshop(tmp_path, algo):
     pytest.importorskip("bm25s")
-    turns = _one_step("webshop", tmp_path)
+    turns = _one_step("webshop", tmp_path, algo)
     assert {t["benchmark"] for t in turns} == {"webshop"}
 
 
+def test_one_gigpo_step_on_the_probe_and_toy(tmp_path):
+    for env in ("rulebook", "toy"):
+        _one_step(env, tmp_path, "gigpo")
+
+
 @pytest.mark.slow
-def test_one_full_step_on_alfworld(tmp_path, monkeypatch):
+@ALGOS
+def test_one_full_step_on_alfworld(tmp_path, monkeypatch, algo):
     if importlib.util.find_spec("alfworld") is None:
         pytest.skip("alfworld is not installed (pip install 'skillrise-gym[alfworld]')")
     data = Path(os.environ.get("ALFWORLD_DATA") or Path(__file__).resolve().parents[2] / "shared" / "data" / "alfworld")
@@ -219,18 +233,19 @@ def test_one_full_step_on_alfworld(tmp_path, monkeypatch):
         data = Path(__file__).resolve().parents[2] / "shared" / "data" / "alfworld"
     need_data(data, "ALFWorld game files ($ALFWORLD_DATA)")
     monkeypatch.setenv("ALFWORLD_DATA", str(data))
-    turns = _one_step("alfworld", tmp_path)
+    turns = _one_step("alfworld", tmp_path, algo)
     assert {t["benchmark"] for t in turns} == {"alfworld"}
 
 
 @pytest.mark.slow
-def test_one_full_step_on_scienceworld(tmp_path):
+@ALGOS
+def test_one_full_step_on_scienceworld(tmp_path, algo):
     pytest.importorskip("scienceworld")
     if shutil.which("java") is None and not os.environ.get("JAVA_HOME"):
         if os.environ.get("SKILLRISE_REQUIRE_DATA") == "1":
             pytest.fail("ScienceWorld needs Java (SKILLRISE_REQUIRE_DATA=1: CI must not skip)")
         pytest.skip("ScienceWorld needs Java")
-    turns = _one_step("scienceworld", tmp_path)
+    turns = _one_step("scienceworld", tmp_path, algo)
     assert {t["benchmark"] for t in turns} == {"scienceworld"}
 
 

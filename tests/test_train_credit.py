@@ -146,3 +146,79 @@ def test_curate_credit_none_trains_solve_turns_only():
         trained_turns(tags, "later")
     with pytest.raises(ValueError, match="unknown curate credit"):
         assign_credit(tags, rewards, curate_credit="later")
+
+
+# ------------------------------------------------------------------------------------------ GiGPO
+def step(trial, n, state, reward=0.0, group="t", valid=True):
+    """Solve turn number `n` of `trial` (one task), in `state`, earning `reward`."""
+    return TurnTag(trial=trial, group=group, role="solve", position=0, format_valid=valid, step=n, reward=reward,
+                   anchor=state)
+
+
+def test_step_returns_are_discounted_backwards_within_each_trial():
+    from skillrise_train.credit import step_returns
+
+    tags = [step("a", 0, "s0"), step("b", 0, "s0"), step("a", 1, "s1"), step("a", 2, "s2", 10.0), step("b", 1, "x")]
+    assert step_returns(tags, 0.5).tolist() == [2.5, 0.0, 5.0, 10.0, 0.0]
+    assert step_returns(tags, 1.0).tolist() == [10.0, 0.0, 10.0, 10.0, 0.0]
+    with pytest.raises(ValueError, match="step_gamma"):
+        step_returns(tags, 1.5)
+
+
+def test_gigpo_by_hand_anchor_groups_of_sizes_1_2_and_g():
+    """Three trials of one task (G=3). a: s0 -> s1 -> win (10); b: s0 -> s1 -> s2 (fails); c: s0 -> s3 (fails).
+    Episode (mean_norm): returns 10, 0, 0 -> +20/3, -10/3, -10/3 on every step of the trial. Step returns
+    (gamma 0.5): a: 5, 10; b: 0, 0, 0; c: 0, 0. Anchor groups: s0 {a 5, b 0, c 0} (size G), s1 {a 10, b 0}
+    (size 2), s2 {b 0} and s3 {c 0} (size 1: step advantage 0)."""
+    from skillrise_train.credit import gigpo_advantages
+
+    tags = [step("a", 0, "s0"), step("b", 0, "s0"), step("c", 0, "s0"),
+            step("a", 1, "s1", 10.0), step("b", 1, "s1"), step("c", 1, "s3"), step("b", 2, "s2")]
+    rewards = {"a": [10.0], "b": [0.0], "c": [0.0]}
+    returns, adv = gigpo_advantages(tags, rewards, step_gamma=0.5, mode="mean_norm", invalid_penalty=0.0)
+    ep = {"a": 20 / 3, "b": -10 / 3, "c": -10 / 3}
+    expected = [ep["a"] + 5 - 5 / 3, ep["b"] - 5 / 3, ep["c"] - 5 / 3, ep["a"] + 5, ep["b"] - 5, ep["c"], ep["b"]]
+    assert returns.tolist() == [10.0, 0.0, 0.0, 10.0, 0.0, 0.0, 0.0]
+    assert np.allclose(adv, expected)
+    # the step weight scales only the step part; mean_std_norm divides each part by its own std
+    _, half = gigpo_advantages(tags, rewards, step_gamma=0.5, step_weight=0.5, mode="mean_norm", invalid_penalty=0.0)
+    assert np.allclose(half - np.array([ep[t.trial] for t in tags]), 0.5 * (np.array(expected) - [ep[t.trial] for t in tags]))
+    _, std = gigpo_advantages(tags, rewards, step_gamma=0.5, mode="mean_std_norm", invalid_penalty=0.0)
+    ep_std = np.std([10.0, 0.0, 0.0], ddof=1)
+    s0_std, s1_std = np.std([5.0, 0.0, 0.0], ddof=1), np.std([10.0, 0.0], ddof=1)
+    assert math.isclose(std[0], (10 - 10 / 3) / (ep_std + 1e-6) + (5 - 5 / 3) / (s0_std + 1e-6))
+    assert math.isclose(std[4], (0 - 10 / 3) / (ep_std + 1e-6) + (0 - 5) / (s1_std + 1e-6))
+    assert math.isclose(std[6], (0 - 10 / 3) / (ep_std + 1e-6))  # a state of one: no step part
+
+
+def test_gigpo_is_grpo_when_no_state_repeats_and_zero_when_returns_are_equal():
+    from skillrise_train.credit import gigpo_advantages
+
+    unique = [step("a", 0, "sa", 10.0), step("b", 0, "sb"), step("c", 0, "sc", 10.0)]
+    rewards = {"a": [10.0], "b": [0.0], "c": [10.0]}
+    for mode in ("mean_norm", "mean_std_norm"):
+        _, gigpo = gigpo_advantages(unique, rewards, mode=mode, invalid_penalty=0.5)
+        _, grpo = assign_credit(unique, rewards, mode=mode, invalid_penalty=0.5)
+        assert np.allclose(gigpo, grpo)
+    same = [step("a", 0, "s", 10.0), step("b", 0, "s", 10.0)]
+    _, adv = gigpo_advantages(same, {"a": [10.0], "b": [10.0]}, mode="mean_std_norm")
+    assert np.allclose(adv, 0.0)  # equal returns: no advantage, and no division blow-up
+    invalid = [step("a", 0, "s", 10.0), step("b", 0, "s", 10.0, valid=False)]
+    _, adv = gigpo_advantages(invalid, {"a": [10.0], "b": [10.0]}, invalid_penalty=0.5)
+    assert adv.tolist() == [0.0, -0.5]  # the penalty once, after both parts
+
+
+def test_anchor_groups_never_cross_tasks_or_task_groups():
+    from skillrise_train.credit import anchor_groups
+
+    tags = [step("a", 0, "s", group="t1"), step("b", 0, "s", group="t1"), step("c", 0, "s", group="t2")]
+    assert sorted(len(g) for g in anchor_groups(tags).values()) == [1, 2]
+
+
+def test_the_anchor_key_is_the_state_not_the_prompt():
+    from skillrise_train.rollout import anchor_key
+
+    one = {"observation": "You are in the kitchen.", "admissible_actions": ["go north", "look"], "prompt": "step 3 ..."}
+    two = {**one, "prompt": "step 7 ...", "skill_document": "other notes"}
+    assert anchor_key(one) == anchor_key(two) == ("You are in the kitchen.", ("go north", "look"))
+    assert anchor_key({**one, "admissible_actions": ["look"]}) != anchor_key(one)
