@@ -218,7 +218,7 @@ class BenchRunner:
             self.resumable = getattr(exc, "resumable", True)
             return "agent_error", f"the agent failed: {exc}"
         except KeyboardInterrupt:
-            waiting = self.agent.in_flight()
+            waiting = getattr(self.agent, "in_flight", lambda: 0)()  # agents not built on Agent have none
             if waiting:
                 self.log(f"stopping: {waiting} model call(s) in flight end within their timeout "
                          f"(no new calls or retries are made); finished sequences are kept")
@@ -437,6 +437,7 @@ class BenchRunner:
         self._bar = tqdm(total=total, initial=done, desc=desc, unit="seq", dynamic_ncols=True)
         self._calls.update(calls=0, tokens=0, shown=0.0, started=time.monotonic())
         self.agent.on_call = self._on_call  # the bar moves with every model call, not only per sequence
+        # (agents not built on `Agent` just never call it)
         self._show_postfix()
 
     def _on_call(self, output: AgentOutput) -> None:
