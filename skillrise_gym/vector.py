@@ -189,7 +189,7 @@ class EnvPool:
                     replies[index] = ("ok", _run(self._local[index], command, payload))
                 except Exception as exc:
                     replies[index] = ("error", exc)
-            return self._unpack(replies)
+            return self.unpack(replies)
 
         by_worker: dict[int, dict[int, tuple[str, Any]]] = {}
         for index, item in commands.items():
@@ -222,15 +222,11 @@ class EnvPool:
         if failure is not None:
             failure.replies = {i: r for i, r in replies.items() if i not in failure.indices}
             raise failure
-        return self._unpack(replies)
+        return self.unpack(replies)
 
     @staticmethod
     def unpack(replies: Mapping[int, tuple[str, Any]]) -> dict[int, Any]:
-        """The values of raw replies (`WorkerError.replies`); an env's error is raised."""
-        return EnvPool._unpack(replies)
-
-    @staticmethod
-    def _unpack(replies: Mapping[int, tuple[str, Any]]) -> dict[int, Any]:
+        """The values of raw replies (also `WorkerError.replies`); an env's error is raised."""
         for status, value in replies.values():
             if status == "error":
                 raise value

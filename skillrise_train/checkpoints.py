@@ -20,17 +20,10 @@ import re
 from pathlib import Path
 from typing import Any
 
+from skillrise_gym.paths import atomic_write
+
 MARKER = "skillrise-complete.json"
 _CHECKPOINT = re.compile(r"^checkpoint-(\d+)$")
-
-
-def _fsync_write(path: Path, text: str) -> None:
-    tmp = path.with_name(f".{path.name}.tmp")
-    with open(tmp, "w", encoding="utf-8") as handle:
-        handle.write(text)
-        handle.flush()
-        os.fsync(handle.fileno())
-    os.replace(tmp, path)
 
 
 def mark_complete(folder: str | os.PathLike, global_step: int) -> Path:
@@ -43,7 +36,7 @@ def mark_complete(folder: str | os.PathLike, global_step: int) -> Path:
                 os.fsync(handle.fileno())
             files[str(path.relative_to(folder))] = path.stat().st_size
     marker = folder / MARKER
-    _fsync_write(marker, json.dumps({"global_step": int(global_step), "files": files}, indent=1))
+    atomic_write(marker, json.dumps({"global_step": int(global_step), "files": files}, indent=1), fsync=True)
     return marker
 
 
@@ -128,7 +121,7 @@ def trim_records(out: str | os.PathLike, global_step: int, updates_per_rollout: 
             if wanted(record):
                 kept.append(line)
         if len(kept) != len(lines):
-            _fsync_write(path, "".join(kept))
+            atomic_write(path, "".join(kept), fsync=True)
         dropped[name] = len(lines) - len(kept)
     return dropped
 

@@ -29,7 +29,7 @@ from skillrise_gym.env import SequenceEnv
 from skillrise_gym.records import Turn
 from skillrise_gym.sequences import SequenceSampler, TaskSequence
 from skillrise_gym.vector import EnvPool, WorkerError, env_fn
-from skillrise_train.credit import TurnTag
+from skillrise_train.credit import TurnTag, anchor_groups
 
 logger = logging.getLogger("skillrise_train")
 
@@ -208,13 +208,8 @@ class RolloutEngine:
             result.generation_seconds += time.perf_counter() - started
 
             started = time.perf_counter()
-            lost: list[int] = []
-            try:
-                outcomes = self.pool.step_many({i: c.text for i, c in zip(live, completions)})
-            except WorkerError as exc:  # the trials on the lost worker start again; the others go on
-                outcomes = EnvPool.unpack(exc.replies)
-                lost = [i for i in live if i in exc.indices]
-                logger.warning("%s; restarting trial(s) %s", exc, [by_env[i].trial_id for i in lost])
+            # the trials on a lost worker start again (below); the others go on
+            outcomes, lost = self._pool_call(self.pool.step_many, {i: c.text for i, c in zip(live, completions)}, by_env)
             result.env_seconds += time.perf_counter() - started
 
             still_live = []
@@ -278,16 +273,9 @@ class RolloutEngine:
                observations: dict[int, dict[str, Any]], attempts: dict[int, int]) -> list[int]:
         """Reset the envs of these trials to their sequence's start (the same reset seed every time); the
         indices of the trials that have a turn to play. An env worker lost meanwhile restarts its trials."""
-        try:
-            replies = self.pool.reset_many({
-                i: (_reset_seed(self.seed, step, by_env[i].trial_id), {"task_ids": by_env[i].task_ids})
-                for i in indices
-            })
-            lost: list[int] = []
-        except WorkerError as exc:
-            replies = EnvPool.unpack(exc.replies)
-            lost = [i for i in indices if i in exc.indices]
-            logger.warning("%s; restarting trial(s) %s", exc, [by_env[i].trial_id for i in lost])
+        replies, lost = self._pool_call(self.pool.reset_many, {
+            i: (_reset_seed(self.seed, step, by_env[i].trial_id), {"task_ids": by_env[i].task_ids}) for i in indices
+        }, by_env)
         live = []
         for index, (obs, info) in sorted(replies.items()):
             observations[index] = obs
@@ -296,6 +284,17 @@ class RolloutEngine:
             else:
                 live.append(index)
         return live + (self._restart(lost, by_env, step, result, observations, attempts) if lost else [])
+
+    @staticmethod
+    def _pool_call(call: Callable[[dict[int, Any]], dict[int, Any]], requests: dict[int, Any],
+                   by_env: dict[int, TrialPlan]) -> tuple[dict[int, Any], list[int]]:
+        """`call(requests)` on the pool: (the replies that came, the requested envs whose worker was lost)."""
+        try:
+            return call(requests), []
+        except WorkerError as exc:
+            lost = [i for i in requests if i in exc.indices]
+            logger.warning("%s; restarting trial(s) %s", exc, [by_env[i].trial_id for i in lost])
+            return EnvPool.unpack(exc.replies), lost
 
     def _restart(self, lost: Sequence[int], by_env: dict[int, TrialPlan], step: int, result: RolloutResult,
                  observations: dict[int, dict[str, Any]], attempts: dict[int, int]) -> list[int]:
@@ -348,8 +347,6 @@ def rollout_stats(result: RolloutResult, advantages: Sequence[float], K: int) ->
     stats["prompts_truncated"] = float(result.truncated_prompts)
     stats["time/generation_s"] = result.generation_seconds
     stats["time/env_s"] = result.env_seconds
-    from skillrise_train.credit import anchor_groups
-
     groups = [len(g) for g in anchor_groups([sample.tag for sample in result.samples]).values()]
     solve = sum(groups)
     # how often states repeat across trials of a task (what GiGPO's step-level groups can use)

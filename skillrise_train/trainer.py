@@ -20,6 +20,7 @@ to a multiple of `steps_per_generation`, because TRL's split drops the remainder
 
 from __future__ import annotations
 
+import json
 import math
 import time
 from typing import Any
@@ -196,8 +197,6 @@ class SkillRiseTrainer(GRPOTrainer):
     @classmethod
     def from_config(cls, config: TrainConfig, callbacks: list | None = None, **arg_overrides: Any) -> "SkillRiseTrainer":
         """Model, tokenizer, envs and TRL arguments from a TrainConfig (what the CLI runs)."""
-        import json
-
         from skillrise_gym.models import load_model_and_tokenizer
         from skillrise_train.rollout import default_splits
 
@@ -267,7 +266,6 @@ class SkillRiseTrainer(GRPOTrainer):
         """`warmstart.check_format` on training-split sequences the warm start's examples did not come from
         (greedy): the share of notes followed, of curate turns copying trajectory clauses, of well-formed
         answers; printed, and written to output_dir/warmstart.json."""
-        import json as _json
         from pathlib import Path
 
         from skillrise_gym.env import SequenceEnv
@@ -291,7 +289,7 @@ class SkillRiseTrainer(GRPOTrainer):
         if self.accelerator.is_main_process:
             out = Path(self.args.output_dir)
             out.mkdir(parents=True, exist_ok=True)
-            (out / "warmstart.json").write_text(_json.dumps({**vars(result), "steps": c.warmstart_steps,
+            (out / "warmstart.json").write_text(json.dumps({**vars(result), "steps": c.warmstart_steps,
                                                              "final_loss": self.warmstart_losses[-1]
                                                              if self.warmstart_losses else None}, indent=2))
         return result

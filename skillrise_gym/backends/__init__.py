@@ -14,6 +14,7 @@ from typing import Any
 
 from skillrise_gym.backends.base import (
     Backend,
+    ConfigurationError,
     DataNotFoundError,
     EngineError,
     MissingDependencyError,
@@ -58,12 +59,11 @@ def check_options(backend: str | type[Backend], options: dict[str, Any]) -> dict
     cls = backend_class(backend) if isinstance(backend, str) else backend
     if not isinstance(options, dict):
         raise ValueError(f"backend options must be a dict of keyword arguments, got {type(options).__name__}")
-    parameters = {
-        name: p for name, p in inspect.signature(cls.__init__).parameters.items()
-        if name != "self" and p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)
-    }
-    if any(p.kind is p.VAR_KEYWORD for p in inspect.signature(cls.__init__).parameters.values()):
+    signature = inspect.signature(cls.__init__).parameters
+    if any(p.kind is p.VAR_KEYWORD for p in signature.values()):
         return options  # a backend that takes anything checks its own options
+    parameters = {name: p for name, p in signature.items()
+                  if name != "self" and p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)}
     try:
         hints = typing.get_type_hints(cls.__init__)
     except Exception:  # an annotation that cannot be resolved here: check names and ranges only
@@ -145,6 +145,7 @@ def require(module: str, extra: str, what: str) -> None:
 __all__ = [
     "BACKENDS",
     "Backend",
+    "ConfigurationError",
     "DataNotFoundError",
     "EngineError",
     "MissingDependencyError",

@@ -36,6 +36,11 @@ class DataNotFoundError(SkillRiseError, FileNotFoundError):
     """A benchmark's data is not where it was looked for; the message says how to get it."""
 
 
+class ConfigurationError(SkillRiseError):
+    """The engine cannot run with these settings at all (a JVM that refuses its options): no task can be
+    played, so a run stops at once and a rerun of the same command would fail the same way."""
+
+
 class EngineError(SkillRiseError, RuntimeError):
     """The engine failed while playing a task (crashed process, dead JVM, corrupt game).
 

@@ -21,7 +21,7 @@ import threading
 from typing import Any, Sequence
 
 from skillrise_gym.agents.base import Agent
-from skillrise_gym.backends.base import DataNotFoundError, MissingDependencyError, SkillRiseError
+from skillrise_gym.backends.base import ConfigurationError, DataNotFoundError, MissingDependencyError, SkillRiseError
 from skillrise_gym.bench.runner import ENVS, BenchConfig, run_bench
 from skillrise_gym.bench.store import OutputError, RunDirError
 
@@ -182,7 +182,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         log(f"skillrise-bench: error: {exc}")
         return EXIT_ENV
     except SkillRiseError as exc:
-        if type(exc).__name__ == "JVMStartError":  # a configuration error: a rerun would fail the same way
+        if isinstance(exc, ConfigurationError):  # a rerun of the same command would fail the same way
             log(f"skillrise-bench: error: {exc}")
             return EXIT_USAGE
         log(f"skillrise-bench: error: {exc}\nFinished sequences are kept in {args.out}; re-run to resume.")

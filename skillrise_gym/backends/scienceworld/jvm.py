@@ -31,7 +31,7 @@ import weakref
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-from skillrise_gym.backends.base import EngineError, MissingDependencyError, SkillRiseError
+from skillrise_gym.backends.base import ConfigurationError, EngineError, MissingDependencyError
 
 #: java.util.Random scrambles the seed given to setSeed with this multiplier; XOR-ing it back in lets us
 #: restore an exact internal state through the public setSeed.
@@ -83,7 +83,7 @@ def find_java(java: str | None = None) -> str:
     )
 
 
-class JVMStartError(SkillRiseError):
+class JVMStartError(ConfigurationError):
     """The JVM refuses to start with these options or this java: a configuration error, not a task's
     engine failure, so it stops the run (the message carries the JVM's own words)."""
 
