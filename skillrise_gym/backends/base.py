@@ -80,6 +80,17 @@ class Backend(ABC):
     #: prompt style `SequenceEnv` renders unless told otherwise (`prompts.STYLES`: "full" or "compact")
     prompt_style: ClassVar[str] = "full"
 
+    def state_unless_live(self, live: bool, why: str) -> dict:
+        """For `__getstate__` of backends whose engine cannot be pickled: the instance's state before reset,
+        TypeError saying `why` once an engine is running (pickle and deepcopy both come here)."""
+        if live:
+            raise TypeError(
+                f"this {self.benchmark} env cannot be pickled or copied once reset: {why}. Pickle or copy it "
+                "before reset, or make another with gym.make(env.spec) and reset it with the same seed and options "
+                "(sequences and worlds are reproducible from them)"
+            )
+        return dict(self.__dict__)
+
     @classmethod
     def data_identity(cls, options: dict[str, Any]) -> dict[str, str]:
         """Where this backend's tasks come from with these constructor options: {"source": a readable

@@ -247,14 +247,7 @@ class ALFWorldBackend(Backend):
         return {"source": str(root), "fingerprint": f"alfworld:{digest.hexdigest()[:16]}"}
 
     def __getstate__(self) -> dict:
-        if self._game is not None:
-            raise TypeError(
-                f"this {self.benchmark} env cannot be pickled or copied once reset: "
-                "its TextWorld game is a live engine (a compiled game state behind ctypes pointers). Pickle or copy it before reset, or make another with "
-                "gym.make(env.spec) and reset it with the same seed and options (sequences and worlds are "
-                "reproducible from them)"
-            )
-        return dict(self.__dict__)
+        return self.state_unless_live(self._game is not None, "its TextWorld game is a live engine (a compiled game state behind ctypes pointers)")
 
     def close(self) -> None:
         self._game = None

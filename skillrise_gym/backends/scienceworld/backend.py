@@ -198,14 +198,7 @@ class ScienceWorldBackend(Backend):
         return self._jvm.pid if self._jvm is not None and self._jvm.alive else None
 
     def __getstate__(self) -> dict:
-        if self._jvm is not None:
-            raise TypeError(
-                f"this {self.benchmark} env cannot be pickled or copied once reset: "
-                "its engine is a JVM in another process, reached through a py4j socket. Pickle or copy it before reset, or make another with "
-                "gym.make(env.spec) and reset it with the same seed and options (sequences and worlds are "
-                "reproducible from them)"
-            )
-        return dict(self.__dict__)
+        return self.state_unless_live(self._jvm is not None, "its engine is a JVM in another process, reached through a py4j socket")
 
     def close(self) -> None:
         if self._jvm is not None:
