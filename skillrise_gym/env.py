@@ -5,7 +5,8 @@ Phase machine of an episode (K tasks)::
     reset -> SOLVE task 0 (engine steps) -> CURATE -> SOLVE task 1 -> CURATE -> ... -> SOLVE task K-1 -> end
                                                                          (+ CURATE after it if asked)
 
-- SOLVE: the action is an engine command (if it contains ``<action>...</action>`` the inside is used).
+- SOLVE: the action is the model's answer; the engine gets the command `prompts.parse_action` reads from it
+  (the inside of ``<action>...</action>``, else the text itself: one rule, stated there).
   A task ends on success, on the engine's own done, on an engine error, or after `max_task_steps` steps.
 - CURATE: the action is the new skill document: the inside of ``<skill>...</skill>`` when present, else the
   whole text; control characters removed; cut to `skill_char_limit` characters. An empty document is kept
@@ -45,8 +46,7 @@ from skillrise_gym.sequences import MODES, SequenceSampler, TaskSequence
 from skillrise_gym.spaces import TextList, TextSpace
 from skillrise_gym.tasks import Task
 
-ROLES = ("solve", "curate")
-ROLE_SOLVE, ROLE_CURATE = 0, 1
+ROLES, ROLE_SOLVE, ROLE_CURATE = prompts.ROLES, prompts.ROLE_SOLVE, prompts.ROLE_CURATE
 MAX_ACTION_CHARS = 1000
 TEXT_LIMIT = 1_000_000
 RESET_OPTIONS = ("task_ids", "family", "skill_document", "order")
@@ -319,8 +319,7 @@ class SequenceEnv(gym.Env):
     def _solve_step(self, text: str) -> tuple[float, dict[str, Any]]:
         record = self.records[-1]
         parsed = prompts.parse_action(text, self.benchmark)
-        tagged = "<action>" in text.lower()
-        command = parsed.action if tagged else prompts.clean_text(text).strip()
+        command = parsed.action
         invalid = None
         if not command:
             invalid = "empty"
@@ -358,7 +357,7 @@ class SequenceEnv(gym.Env):
             or record.steps >= self.max_task_steps
         )
         info.update(self._tags(role=ROLE_SOLVE, record=record))
-        info.update(action=command, format_valid=parsed.valid and tagged, task_done=ended,
+        info.update(action=command, format_valid=parsed.valid, task_done=ended,
                     engine_done=record.engine_done, engine_error=record.engine_error)
         if ended:
             self._end_task(record)

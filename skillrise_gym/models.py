@@ -168,16 +168,16 @@ def _tokenizer_corpus() -> list[str]:
     # the transfer probe's words, so that its compact prompts stay short for the tiny model
     lines += [" ".join(words) for words in (rulebook.KINDS, rulebook.BIN_COLOURS, rulebook.SIZES, rulebook.FINISHES,
                                             rulebook.OBJECTS, rulebook.BRANDS, rulebook.PLACES)]
-    lines += [f"<action>{c} bin</action> <skill>{k} -> {c} bin</skill> {k} items go in the {c} bin."
+    lines += [f"{prompts.action_answer(c + ' bin')} {prompts.skill_answer(f'{k} -> {c} bin')} {k} items go in the {c} bin."
               for k, c in zip(rulebook.KINDS, rulebook.BIN_COLOURS * 2)]
     lines += list(rulebook.DISTRACTORS)
     for profile in prompts.PROFILES.values():
         lines += [profile.agent_role, profile.family_words, profile.abstraction_examples, profile.extra_curate_advice]
     for colour in COLOURS:
         for shape in SHAPES:
-            lines.append(f"<action>press {shape} {colour} switch</action> Click. A light turns on. Nothing happens.")
+            lines.append(f"{prompts.action_answer(f'press {shape} {colour} switch')} Click. A light turns on. Nothing happens.")
     lines += [
-        "<skill>## When to use\n## Workflow\n## Pitfalls\n</skill>",
+        prompts.skill_answer("## When to use\n## Workflow\n## Pitfalls\n"),
         "search[query] click[buy now] click[back to search] go to countertop 1 take mug 1 open fridge 1",
         "You won! The task is complete. Your task is to: find the object and put it in the receptacle.",
     ]
@@ -272,8 +272,44 @@ def describe(path: str) -> dict[str, Any]:
     return {"path": str(path), "architectures": config.get("architectures"), "weights_bytes": size}
 
 
+#: share of a too-long prompt's token budget kept from its head; the rest comes from its tail
+PROMPT_HEAD_SHARE = 0.25
+
+
+def encode_chat(tokenizer: Any, prompt: str, prefix: str = "", *, max_tokens: int,
+                system_prompt: str | None = None, template_kwargs: dict[str, Any] | None = None) -> tuple[list[int], bool]:
+    """Token ids of one model call, the one encoding of the trainer and the `hf` agent: the prompt as a single
+    user message (after a system message when `system_prompt` is given; "" too, which stops templates that
+    inject their own), the chat template's assistant header, then `prefix` (the answer's opening tag of
+    compact prompts: part of the prompt, never of the completion). Returns (ids, whether it was cut).
+
+    Over `max_tokens`, the middle goes: the head (`PROMPT_HEAD_SHARE` of the budget: the role line and the
+    skill document) and the tail (the admissible actions, the answer instruction, the assistant header) are
+    what a turn needs most, and the middle is old history. Policies are thus evaluated on exactly the prompts
+    they were trained on.
+    """
+    if max_tokens < 1:
+        raise ValueError(f"max_tokens must be at least 1, got {max_tokens}")
+    messages = [{"role": "user", "content": prompt}]
+    if system_prompt is not None:
+        messages.insert(0, {"role": "system", "content": system_prompt})
+    ids = tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=True, return_dict=False,
+                                        **(template_kwargs or {}))
+    if isinstance(ids, dict) or hasattr(ids, "keys"):
+        ids = ids["input_ids"]
+    ids = list(ids)
+    if prefix:
+        ids += tokenizer.encode(prefix, add_special_tokens=False)
+    if len(ids) <= max_tokens:
+        return ids, False
+    head = int(max_tokens * PROMPT_HEAD_SHARE)
+    return ids[:head] + ids[len(ids) - (max_tokens - head):], True
+
+
 __all__ = [
     "DEFAULT_MODEL",
+    "PROMPT_HEAD_SHARE",
+    "encode_chat",
     "ChatTemplateError",
     "ModelNotFoundError",
     "build_tiny_model",

@@ -24,16 +24,21 @@ Carry modes: ``skill`` (the document above), ``none`` (an always-empty document,
 for one reflection inside ``<remark>...</remark>``; later solve prompts list every earlier reflection under
 "Experience From Earlier Tasks" (`render_experience`).
 
-Parsing:
-- `parse_action`: text between the first ``<action>`` and the next ``</action>``; without the tags the
-  whole stripped text is the action and the output is flagged invalid (`valid=False`); an opening tag that
-  is never closed gives the rest of its line, flagged invalid.
-- `parse_skill`: text between the last ``<skill>`` and the last ``</skill>`` after it; without them the
-  whole stripped text is the document, flagged invalid. The document is cut to `SKILL_CHAR_LIMIT`.
-- `parse_reflection`: text between the last ``<remark>`` and the last ``</remark>``; without them the raw
-  text is kept (as the reference), flagged invalid; cut to `SKILL_CHAR_LIMIT`.
+Parsing (the one rule the env, the bench and the trainer share):
+- `parse_action`: the command is the inside of the first ``<action>...</action>`` pair; an opening tag never
+  closed (a completion cut by its token budget) gives the rest of its line; text without the tag is the
+  command as a whole. Whatever the format, that command is what the env sends to the engine; the answer is
+  well-formed (`valid`) only with a closed, non-nested pair around a non-empty command.
+- `parse_skill`: the inside of the last closed ``<skill>...</skill>`` pair; without one the whole stripped text
+  is the document, flagged invalid; a nested pair gives its inside, flagged invalid. The document is cut to
+  `SKILL_CHAR_LIMIT`.
+- `parse_reflection`: the same rule for ``<remark>...</remark>`` (the raw text is kept without the tags, as
+  the reference); cut to `SKILL_CHAR_LIMIT`.
 - Control characters (other than newline and tab) are removed from both; an empty document renders as
   `EMPTY_SKILL_PLACEHOLDER` in prompts.
+- Writing answers: `action_answer`, `skill_answer`, `reflection_answer` (scripted agents, warm-start targets).
+
+Roles (`ROLES`, `ROLE_SOLVE`, `ROLE_CURATE`) and tags are defined here and nowhere else.
 """
 
 from __future__ import annotations
@@ -42,6 +47,11 @@ import re
 from dataclasses import dataclass
 from typing import Sequence
 
+#: the two roles of a turn, by name (records, credit) and by number (``observation["role"]``)
+ROLES = ("solve", "curate")
+ROLE_SOLVE, ROLE_CURATE = 0, 1
+#: answer tags: a SOLVE answer's command, a CURATE answer's document, a REFLECT answer's reflection
+ACTION_TAG, SKILL_TAG, REFLECTION_TAG = "action", "skill", "remark"
 SKILL_CHAR_LIMIT = 4000
 STYLES = ("full", "compact")
 CARRY_MODES = ("skill", "none", "reflect")
@@ -431,8 +441,8 @@ def answer_prefix(role: str, style: str, carry: str = "skill") -> str:
     if check_style(style) != "compact":
         return ""
     if role == "solve":
-        return "<action>"
-    return "<remark>" if carry == "reflect" else "<skill>"
+        return f"<{ACTION_TAG}>"
+    return f"<{REFLECTION_TAG}>" if carry == "reflect" else f"<{SKILL_TAG}>"
 
 
 def _outcome(success: bool) -> str:
@@ -445,49 +455,89 @@ def _compact_trajectory(history: Sequence[Step]) -> str:
     return "".join(f"Did: {clip_middle(s.action, 200)} -> {clip_middle(s.observation, 600)}\n" for s in history)
 
 
-def _between(text: str, open_tag: str, close_tag: str, last: bool) -> str | None:
+def _tagged(text: str, tag: str, last: bool) -> tuple[str | None, bool]:
+    """(the inside of one <tag>...</tag> pair or None, whether that pair stands alone).
+
+    The pair: with `last` False, the first closing tag and the opening tag nearest before it; with `last`
+    True, the last opening tag that is closed and the first closing tag after it. Either way the inside holds
+    no tag of the same name. The pair does not stand alone (it is nested) when another opening tag comes
+    between it and the closing tag before it, or another closing tag follows it before the next opening tag:
+    ``<action><action>go</action></action>`` gives "go", not well-formed.
+    """
     lower = text.lower()
-    start = lower.rfind(open_tag) if last else lower.find(open_tag)
-    if start < 0:
-        return None
-    end = lower.rfind(close_tag) if last else lower.find(close_tag, start)
-    if end < start + len(open_tag):
-        return None
-    return text[start + len(open_tag) : end]
+    open_tag, close_tag = f"<{tag}>", f"</{tag}>"
+    opens = [m.start() for m in re.finditer(re.escape(open_tag), lower)]
+    closes = [m.start() for m in re.finditer(re.escape(close_tag), lower)]
+    if not opens or not closes:
+        return None, False
+    if last:
+        closed = [o for o in opens if o < closes[-1]]
+        start = closed[-1] if closed else None
+    else:
+        before = [o for o in opens if o < closes[0]]
+        start = before[-1] if before else None
+    if start is None:
+        return None, False
+    end = min(c for c in closes if c > start)
+    previous_close = max((c for c in closes if c < start), default=-1)
+    next_open = min((o for o in opens if o > end), default=len(lower))
+    nested = any(previous_close < o < start for o in opens) or any(end < c < next_open for c in closes)
+    return text[start + len(open_tag) : end], not nested
 
 
 def parse_action(text: str, benchmark: str = "alfworld") -> ParsedAction:
-    """The command inside the first <action>...</action> (lower-cased where the benchmark is case-blind)."""
+    """The command an answer gives, and whether the answer was well-formed.
+
+    The command: the inside of the first ``<action>...</action>`` pair; an opening tag never closed (a
+    completion cut by its token budget) gives the rest of its line; text without the tag is the command
+    as a whole. Control characters go, line breaks inside become spaces, and the command is lower-cased
+    where the benchmark is case-blind. This is what the env sends to the engine, whatever the format.
+    Well-formed (`valid`): a closed pair that is not nested, with a non-empty command.
+    """
     if not isinstance(text, str):
         raise TypeError(f"model output must be a str, got {type(text).__name__}")
-    inner = _between(text, "<action>", "</action>", last=False)
-    if inner is None and "<action>" in text.lower():
-        # opened, never closed (a completion cut by its token budget): the rest of its first line, flagged
-        # invalid, rather than the tag itself going to the engine
-        rest = text[text.lower().find("<action>") + len("<action>"):].strip()
-        fallback = rest.splitlines()[0] if rest else ""
+    inner, alone = _tagged(text, ACTION_TAG, last=False)
+    opening = f"<{ACTION_TAG}>"
+    if inner is None and opening in text.lower():
+        rest = text[text.lower().rfind(opening) + len(opening):].strip()
+        raw = rest.splitlines()[0] if rest else ""
     else:
-        fallback = text
-    action = clean_text(inner if inner is not None else fallback).strip()
+        raw = text if inner is None else inner
+    action = clean_text(raw).strip()
     action = " ".join(action.split()) if "\n" in action else action
     if profile(benchmark).lowercase_actions:
         action = action.lower()
-    return ParsedAction(action=action, valid=inner is not None and bool(action))
+    return ParsedAction(action=action, valid=inner is not None and alone and bool(action))
 
 
 def parse_reflection(text: str, limit: int = SKILL_CHAR_LIMIT) -> ParsedSkill:
     """The reflection inside the last <remark>...</remark>; the raw text when the tags are missing (invalid)."""
     if not isinstance(text, str):
         raise TypeError(f"model output must be a str, got {type(text).__name__}")
-    inner = _between(text, "<remark>", "</remark>", last=True)
+    inner, alone = _tagged(text, REFLECTION_TAG, last=True)
     document = clean_text(inner if inner is not None else text).strip()[:limit].strip()
-    return ParsedSkill(document=document, valid=inner is not None)
+    return ParsedSkill(document=document, valid=inner is not None and alone)
 
 
 def parse_skill(text: str, limit: int = SKILL_CHAR_LIMIT) -> ParsedSkill:
     """The document inside the last <skill>...</skill>, cut to `limit` characters."""
     if not isinstance(text, str):
         raise TypeError(f"model output must be a str, got {type(text).__name__}")
-    inner = _between(text, "<skill>", "</skill>", last=True)
+    inner, alone = _tagged(text, SKILL_TAG, last=True)
     document = clean_text(inner if inner is not None else text).strip()[:limit].strip()
-    return ParsedSkill(document=document, valid=inner is not None)
+    return ParsedSkill(document=document, valid=inner is not None and alone)
+
+
+def action_answer(command: str) -> str:
+    """A well-formed SOLVE answer (what scripted agents and warm-start targets write)."""
+    return f"<{ACTION_TAG}>{command}</{ACTION_TAG}>"
+
+
+def skill_answer(document: str) -> str:
+    """A well-formed CURATE answer in carry mode "skill"."""
+    return f"<{SKILL_TAG}>{document}</{SKILL_TAG}>"
+
+
+def reflection_answer(text: str) -> str:
+    """A well-formed answer to a REFLECT prompt (carry mode "reflect")."""
+    return f"<{REFLECTION_TAG}>{text}</{REFLECTION_TAG}>"

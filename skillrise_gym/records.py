@@ -10,10 +10,11 @@ import json
 import os
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
-from typing import Any, Iterable, Iterator
+from typing import Any, Iterable, Iterator, Mapping
+
+from skillrise_gym.prompts import ROLES
 
 SCHEMA_VERSION = 1
-ROLES = ("solve", "curate")
 
 
 @dataclass
@@ -34,7 +35,7 @@ class Turn:
     reward: float  # the env's reward for this step (solve: 1.0 on the succeeding step; curate: 0)
     success: bool  # the task at `position` was solved (known once it ended; False while running)
     score: float  # the engine's raw score after this step
-    step_index: int  # index of the step within the task (solve) or 0 (curate)
+    step_index: int  # 0-based index of the step within its task (solve); 0 (curate)
     prompt_tokens: int = 0
     completion_tokens: int = 0
     task_done: bool = False  # this solve step ended the task
@@ -59,6 +60,57 @@ class Turn:
         extra = dict(data.get("extra") or {})
         extra.update({k: data[k] for k in unknown})  # keep fields from other tools instead of dropping them
         return cls(**{k: v for k, v in data.items() if k in known and k != "extra"}, extra=extra)
+
+
+def turn_from_step(
+    *,
+    prompt: str,
+    response: str,
+    reward: float,
+    info: Mapping[str, Any],
+    sequence_id: str,
+    trial_id: str,
+    benchmark: str,
+    prompt_tokens: int = 0,
+    completion_tokens: int = 0,
+    position_offset: int = 0,
+    extra: Mapping[str, Any] | None = None,
+) -> Turn:
+    """The one way a `Turn` is made: from what an agent was asked (`prompt`), what it answered (`response`)
+    and what `SequenceEnv.step` returned for it (`reward`, `info`). The bench runner and the trainer's
+    rollout both call this, so their records agree field for field.
+
+    `position_offset` places a single-task episode inside its sequence (the GRPO baseline plays task j of a
+    sequence as a K=1 episode: offset j). `extra` holds the caller's own context (K and index for the
+    bench, step and group for the trainer); the env's ``invalid_action`` reason is added to it.
+    """
+    role = info["role"]
+    extra = dict(extra or {})
+    if info.get("invalid_action"):
+        extra["invalid_action"] = info["invalid_action"]
+    return Turn(
+        role=role,
+        position=int(position_offset) + int(info["position"]),
+        sequence_id=sequence_id,
+        trial_id=trial_id,
+        task_id=info["task_id"],
+        family=info["family"],
+        benchmark=benchmark,
+        prompt=str(prompt),
+        response=response,
+        action=str(info["action"]),
+        format_valid=bool(info["format_valid"]),
+        reward=float(reward),
+        success=bool(info["success"]),
+        score=float(info["score"]),
+        # the env counts a task's steps so far (1 after its first); records index them from 0
+        step_index=int(info["step_index"]) - 1 if role == "solve" else 0,
+        prompt_tokens=int(prompt_tokens),
+        completion_tokens=int(completion_tokens),
+        task_done=bool(info.get("task_done")),
+        engine_error=info.get("engine_error"),
+        extra=extra,
+    )
 
 
 def json_line(data: Any) -> str:

@@ -51,7 +51,9 @@ from typing import Hashable, Mapping, Sequence
 
 import numpy as np
 
-SOLVE, CURATE = "solve", "curate"
+from skillrise_gym.prompts import ROLES
+
+SOLVE, CURATE = ROLES
 CURATE_CREDITS = ("future", "own", "none")
 
 

@@ -26,7 +26,7 @@ from typing import Any, Callable, Sequence
 
 from skillrise_gym.backends import backend_class
 from skillrise_gym.env import SequenceEnv
-from skillrise_gym.records import Turn
+from skillrise_gym.records import Turn, turn_from_step
 from skillrise_gym.sequences import SequenceSampler, TaskSequence
 from skillrise_gym.vector import EnvPool, WorkerError, env_fn
 from skillrise_train.credit import TurnTag, anchor_groups
@@ -222,26 +222,11 @@ class RolloutEngine:
                 role = info["role"]
                 if role == "solve":
                     result.task_rewards[plan.trial_id][position] += float(reward) * self.success_reward
-                turn = Turn(
-                    role=role,
-                    position=plan.position_offset + position,
-                    sequence_id=plan.sequence.id,
-                    trial_id=plan.trial_id,
-                    task_id=info["task_id"],
-                    family=info["family"],
-                    benchmark=plan.sequence.tasks[0].benchmark,
-                    prompt=prompt,
-                    response=completion.text,
-                    action=str(info.get("action", "")),
-                    format_valid=bool(info.get("format_valid", False)),
-                    reward=float(reward),
-                    success=bool(info.get("success", False)),
-                    score=float(info.get("score", 0.0)),
-                    step_index=int(info.get("step_index", 0)),
-                    prompt_tokens=len(completion.prompt_ids),
-                    completion_tokens=len(completion.completion_ids),
-                    task_done=bool(info.get("task_done", False)),
-                    engine_error=info.get("engine_error"),
+                turn = turn_from_step(
+                    prompt=prompt, response=completion.text, reward=reward, info=info,
+                    sequence_id=plan.sequence.id, trial_id=plan.trial_id, benchmark=plan.sequence.tasks[0].benchmark,
+                    prompt_tokens=len(completion.prompt_ids), completion_tokens=len(completion.completion_ids),
+                    position_offset=plan.position_offset,
                     extra={"step": step, "group_id": plan.group_id, "prompt_truncated": completion.prompt_truncated},
                 )
                 # credit indexes the trial's own task list, so the tag keeps the episode-local position

@@ -303,25 +303,11 @@ class SkillRiseTrainer(GRPOTrainer):
         return max(16, int(context) - config.max_new_tokens)
 
     def encode_prompt(self, text: str, prefix: str = "") -> tuple[list[int], bool]:
-        """Token ids of one prompt as a single user message; a prompt over budget loses its middle.
+        """Token ids of one prompt (`skillrise_gym.models.encode_chat`, the encoding the hf agent uses too)."""
+        from skillrise_gym.models import encode_chat
 
-        The head (role, skill document) and the tail (admissible actions, the answer instruction, the
-        chat template's assistant header) are what a turn needs most, so the middle (old history) goes.
-        """
-        ids = self.processing_class.apply_chat_template(
-            [{"role": "user", "content": text}], add_generation_prompt=True, tokenize=True,
-            return_dict=False, **self.chat_template_kwargs,
-        )
-        if isinstance(ids, dict) or hasattr(ids, "keys"):
-            ids = ids["input_ids"]
-        ids = list(ids)
-        if prefix:  # the answer's opening tag (compact prompts): part of the prompt, never of the completion
-            ids += self.processing_class.encode(prefix, add_special_tokens=False)
-        budget = self.max_prompt_tokens
-        if len(ids) <= budget:
-            return ids, False
-        head = budget // 4
-        return ids[:head] + ids[len(ids) - (budget - head) :], True
+        return encode_chat(self.processing_class, text, prefix, max_tokens=self.max_prompt_tokens,
+                           template_kwargs=self.chat_template_kwargs)
 
     def generate_completions(self, prompts: list[str], prefixes: list[str] | None = None) -> list[Completion]:
         """One batched generation through TRL's path (num_generations=1 per prompt); each answer's text is its

@@ -41,6 +41,8 @@ from typing import Any, Callable, Collection, Sequence
 
 import numpy as np
 
+from skillrise_gym.prompts import ROLE_SOLVE, action_answer, skill_answer
+
 
 @dataclass(frozen=True)
 class Example:
@@ -61,17 +63,17 @@ def format_examples(env: Any, sequences: int, seed: int = 0, reading: int = 2) -
         task_ids = list(info["task_ids"])
         done = False
         while not done:
-            if int(obs["role"]) == 0:
+            if int(obs["role"]) == ROLE_SOLVE:
                 actions = list(obs["admissible_actions"])
                 if not actions:
                     raise ValueError(f"{base.benchmark}: the format warm start needs admissible actions")
                 named = named_action(actions, str(obs["skill_document"]))
                 choice = named if named is not None else actions[int(rng.integers(len(actions)))]
-                target = f"<action>{choice}</action>"
+                target = action_answer(choice)
             else:
                 own = trajectory_clauses(base.records[-1].history)
                 clauses.update(dict.fromkeys(own))
-                target = "<skill>" + (own[int(rng.integers(len(own)))] if own else "none") + "</skill>"
+                target = skill_answer(own[int(rng.integers(len(own)))] if own else "none")
             examples.append(Example(str(obs["prompt"]), target, str(obs.get("answer_prefix") or "")))
             obs, _reward, done, _truncated, _info = env.step(target)
         if base.carry == "skill":
@@ -100,7 +102,7 @@ def reading_examples(env: Any, task_ids: Sequence[str], clauses: Collection[str]
             longer = f"{note}; {other}" if rng.random() < 0.5 else f"{other}; {note}"
             note = longer if named_action(actions, longer) == target else note
         obs, _ = env.reset(options={"task_ids": list(task_ids), "skill_document": note})
-        out.append(Example(str(obs["prompt"]), f"<action>{target}</action>", str(obs.get("answer_prefix") or "")))
+        out.append(Example(str(obs["prompt"]), action_answer(target), str(obs.get("answer_prefix") or "")))
     return out
 
 
@@ -158,7 +160,7 @@ def check_format(env: Any, answer: Callable[[list[str], list[str]], list[str]], 
         while not done:
             prefix = str(obs.get("answer_prefix") or "")
             text = answer([str(obs["prompt"])], [prefix])[0]
-            if int(obs["role"]) == 0:
+            if int(obs["role"]) == ROLE_SOLVE:
                 parsed = parse_action(text, base.benchmark)
                 ok = parsed.valid and parsed.action in list(obs["admissible_actions"])
             else:

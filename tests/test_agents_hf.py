@@ -11,6 +11,7 @@ import pytest
 from skillrise_gym.agents.hf_agent import HFAgent, HFConfig
 from skillrise_gym.bench.cli import main
 from skillrise_gym.env import SequenceEnv
+from skillrise_gym.models import PROMPT_HEAD_SHARE, encode_chat
 
 
 @pytest.fixture(scope="module")
@@ -43,14 +44,24 @@ def test_batched_generation_matches_one_at_a_time(tiny_dir):
     assert len(lengths) == 3 and min(lengths) > 50  # real, unpadded prompt lengths
     assert all(0 < b.completion_tokens <= 6 for b in batched)
     # the chat template wraps the prompt as one user message
-    assert agent.chat_text("hi") == "<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n"
+    ids, cut = agent.encode("hi")
+    assert agent.tokenizer.decode(ids) == "<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n" and not cut
     agent.close()
 
 
-def test_long_prompts_keep_their_end(tiny_dir):
+def test_long_prompts_lose_their_middle_as_in_training(tiny_dir):
+    """The hf agent and the trainer share one encoding (models.encode_chat): a prompt over budget keeps its
+    head (role line, skill document) and its tail (actions, answer instruction, assistant header)."""
     agent = HFAgent(HFConfig(model=tiny_dir, max_new_tokens=2, max_prompt_tokens=32, threads=1))
-    [out] = agent.act([{"role": 0, "prompt": "word " * 500}])
-    assert out.prompt_tokens == 32
+    prompt = "ROLE LINE " + "word " * 500 + "ANSWER NOW"
+    [out] = agent.act([{"role": 0, "prompt": prompt, "answer_prefix": "<action>"}])
+    assert out.prompt_tokens == 32 and out.extra["prompt_truncated"]
+    ids, cut = agent.encode(prompt, "<action>")
+    assert cut and (ids, cut) == encode_chat(agent.tokenizer, prompt, "<action>", max_tokens=32)
+    full, _ = encode_chat(agent.tokenizer, prompt, "<action>", max_tokens=10**6)
+    head = int(32 * PROMPT_HEAD_SHARE)
+    assert ids == full[:head] + full[-(32 - head):]
+    assert "ROL" in agent.tokenizer.decode(ids[:head]) and agent.tokenizer.decode(ids).endswith("<action>")
     agent.close()
 
 

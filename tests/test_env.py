@@ -104,6 +104,21 @@ def test_action_tags_are_honoured_in_solve():
 
 
 @pytest.mark.parametrize(
+    "answer, valid",
+    [("<action>{t}</action>", True), ("<action><action>{t}</action></action>", False), ("<action>{t}", False),
+     ("{t}", False), ("<ACTION>{t}\nmore text", False)],
+)
+def test_the_engine_gets_the_command_prompts_parse_action_reads(answer, valid):
+    """One rule for every answer shape (prompts.parse_action): nested, unclosed or untagged answers still
+    send the command, never a tag, and only the well-formed one counts as valid."""
+    env = SequenceEnv("toy", K=1, seed=0)
+    env.reset(options={"task_ids": ["red-train-0"]})
+    target = env.expert_action()
+    _, reward, done, _, info = env.step(answer.format(t=target.upper()))
+    assert (info["action"], info["format_valid"], reward) == (target, valid, 1.0)
+
+
+@pytest.mark.parametrize(
     "action, expected",
     [("", "empty"), ("   \n\t", "empty"), ("a" * 1_000_000, "too_long"), ("\x00\x01\x02", "empty")],
 )

@@ -20,6 +20,12 @@ from skillrise_gym.prompts import EMPTY_SKILL_PLACEHOLDER, Step, parse_action, p
         ("<action></action>", "", False),
         ("<action>take\x00 apple\x07</action>", "take apple", True),
         ("<action>go to\n fridge 1</action>", "go to fridge 1", True),
+        # nested pairs give the innermost command, never a tag, and are not well-formed
+        ("<action><action>go north</action></action>", "go north", False),
+        ("<action>a <action>go north</action>", "go north", False),
+        ("<action>go north</action></action>", "go north", False),
+        ("<action><action>go north", "go north", False),  # unclosed: the rest after the last opening tag
+        ("Go North", "go north", False),  # untagged text is the command too, lower-cased like a tagged one
     ],
 )
 def test_parse_action(text, action, valid):
@@ -40,11 +46,26 @@ def test_scienceworld_actions_keep_case():
         ("<skill>unclosed", "<skill>unclosed", False),
         ("<skill></skill>", "", True),
         ("<skill>" + "y" * 5000 + "</skill>", "y" * 4000, True),
+        ("<skill>a<skill>b</skill></skill>", "b", False),  # nested: the inside, never a tag, not well-formed
+        ("<skill>a</skill></skill>", "a", False),
     ],
 )
 def test_parse_skill(text, document, valid):
     parsed = parse_skill(text)
     assert (parsed.document, parsed.valid) == (document, valid)
+
+
+def test_parse_reflection_follows_the_same_rule():
+    assert prompts.parse_reflection("<remark>x</remark>") == prompts.ParsedSkill("x", True)
+    assert prompts.parse_reflection("<remark><remark>x</remark></remark>") == prompts.ParsedSkill("x", False)
+    assert prompts.parse_reflection("no tags") == prompts.ParsedSkill("no tags", False)
+
+
+def test_answer_writers_round_trip_through_the_parsers():
+    assert parse_action(prompts.action_answer("take mug 1")) == prompts.ParsedAction("take mug 1", True)
+    assert parse_skill(prompts.skill_answer("rule one")) == prompts.ParsedSkill("rule one", True)
+    assert prompts.parse_reflection(prompts.reflection_answer("r")) == prompts.ParsedSkill("r", True)
+    assert prompts.answer_prefix("solve", "compact") + "x</action>" == prompts.action_answer("x")
 
 
 def test_parsers_reject_non_strings():

@@ -2,7 +2,8 @@
 
 An agent gets the observations of every sequence currently waiting for an action (SOLVE and CURATE roles
 mixed) and returns one `AgentOutput` per observation, in the same order. The text goes to the env
-unchanged; the env parses ``<action>``/``<skill>`` tags itself and reports ``format_valid``.
+unchanged; the env parses it (`prompts.parse_action`/`parse_skill`) and reports ``format_valid``. Agents that
+write tagged answers themselves use `prompts.action_answer`/`skill_answer`.
 
 The last `info` of each env rides along (`infos`), so agents that read env-side facts work across worker
 processes: the expert reads ``info["expert_action"]`` (the runner asks the env for it through
@@ -20,8 +21,10 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar, Sequence
 
 from skillrise_gym.backends.base import SkillRiseError
+from skillrise_gym.prompts import ROLE_CURATE, ROLE_SOLVE, skill_answer
 
-ROLE_SOLVE, ROLE_CURATE = 0, 1
+__all__ = ["ROLE_CURATE", "ROLE_SOLVE", "Agent", "AgentError", "AgentOutput", "is_curate", "keep_document",
+           "stable_seed"]
 
 
 class AgentError(SkillRiseError, RuntimeError):
@@ -91,7 +94,7 @@ def is_curate(observation: dict[str, Any]) -> bool:
 
 def keep_document(observation: dict[str, Any]) -> str:
     """The trivial curate answer: the current skill document, unchanged, in <skill> tags."""
-    return f"<skill>{observation.get('skill_document', '')}</skill>"
+    return skill_answer(str(observation.get("skill_document", "")))
 
 
 def stable_seed(*parts: Any) -> int:

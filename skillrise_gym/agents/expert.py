@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Any, ClassVar, Sequence
 
 from skillrise_gym.agents.base import Agent, AgentError, AgentOutput, is_curate, keep_document
+from skillrise_gym.prompts import action_answer
 
 FALLBACK_ACTION = "look"
 
@@ -35,7 +36,7 @@ class ExpertAgent(Agent):
                 raise AgentError("info has no 'expert_action': make the env with expert_in_info=True")
             command = info["expert_action"]
             if command:
-                outputs.append(AgentOutput(f"<action>{command}</action>"))
+                outputs.append(AgentOutput(action_answer(command)))
             else:
-                outputs.append(AgentOutput(f"<action>{FALLBACK_ACTION}</action>", extra={"no_expert": True}))
+                outputs.append(AgentOutput(action_answer(FALLBACK_ACTION), extra={"no_expert": True}))
         return outputs

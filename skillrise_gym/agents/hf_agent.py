@@ -24,7 +24,7 @@ class HFConfig:
     temperature: float = 0.0  # 0 means greedy decoding
     top_p: float = 1.0
     batch_size: int = 8  # prompts generated together
-    max_prompt_tokens: int = 4096  # longer prompts keep their last tokens (the question is at the end)
+    max_prompt_tokens: int = 4096  # longer prompts lose their middle, as in training (models.encode_chat)
     seed: int = 0  # sampling seed (temperature > 0)
     device: str = "cpu"
     threads: int | None = None  # torch CPU threads (None: leave torch's default)
@@ -62,24 +62,21 @@ class HFAgent(Agent):
             outputs.extend(self.generate(prompts[start:end], prefixes[start:end]))
         return outputs
 
-    def chat_text(self, prompt: str, prefix: str = "") -> str:
-        """The prompt as one user message, the assistant header, and the answer prefix (compact prompts)."""
-        messages = [{"role": "user", "content": prompt}]
-        if self.config.system_prompt is not None:  # "" too: an empty one stops templates injecting theirs
-            messages.insert(0, {"role": "system", "content": self.config.system_prompt})
-        return self.tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True) + prefix
+    def encode(self, prompt: str, prefix: str = "") -> tuple[list[int], bool]:
+        """The prompt's token ids and whether it was cut: the trainer's encoding (`models.encode_chat`)."""
+        from skillrise_gym.models import encode_chat
+
+        return encode_chat(self.tokenizer, prompt, prefix, max_tokens=self.config.max_prompt_tokens,
+                           system_prompt=self.config.system_prompt)
 
     def generate(self, prompts: Sequence[str], prefixes: Sequence[str] | None = None) -> list[AgentOutput]:
         """One batched `generate` call for `prompts`; each answer is its prefix plus the completion."""
         torch, c = self._torch, self.config
         started = time.monotonic()
         prefixes = list(prefixes) if prefixes is not None else [""] * len(prompts)
-        texts = [self.chat_text(p, pre) for p, pre in zip(prompts, prefixes)]
-        self.tokenizer.truncation_side = "left"
-        batch = self.tokenizer(
-            texts, return_tensors="pt", padding=True, truncation=True, max_length=c.max_prompt_tokens,
-            add_special_tokens=False,
-        ).to(c.device)
+        encoded = [self.encode(p, pre) for p, pre in zip(prompts, prefixes)]
+        batch = self.tokenizer.pad({"input_ids": [ids for ids, _ in encoded]}, padding=True,
+                                   return_tensors="pt").to(c.device)
         sample = c.temperature > 0
         if sample and not self._generator_seeded:
             torch.manual_seed(c.seed)
@@ -95,13 +92,14 @@ class HFAgent(Agent):
         eos_ids = _eos_ids(self.model, self.tokenizer)
         elapsed = time.monotonic() - started
         outputs = []
-        for row, prompt_len, prefix in zip(completions.tolist(), prompt_lengths, prefixes):
+        for row, prompt_len, prefix, (_, truncated) in zip(completions.tolist(), prompt_lengths, prefixes, encoded):
             length = next((i + 1 for i, t in enumerate(row) if t in eos_ids), len(row))
             kept = row[:length]
             text = prefix + self.tokenizer.decode(kept, skip_special_tokens=True)
             finish = "stop" if kept and kept[-1] in eos_ids else "length"
+            extra = {"finish_reason": finish, **({"prompt_truncated": True} if truncated else {})}
             outputs.append(AgentOutput(text=text, prompt_tokens=int(prompt_len), completion_tokens=len(kept),
-                                       latency_s=elapsed / len(prompts), extra={"finish_reason": finish}))
+                                       latency_s=elapsed / len(prompts), extra=extra))
         for output in outputs:
             self._report(output)
         return outputs

@@ -15,6 +15,7 @@ from typing import Any, ClassVar, Sequence
 import numpy as np
 
 from skillrise_gym.agents.base import Agent, AgentOutput, is_curate, keep_document, stable_seed
+from skillrise_gym.prompts import action_answer
 
 FALLBACK_ACTIONS: dict[str, tuple[str, ...]] = {
     "alfworld": ("look", "inventory"),
@@ -49,7 +50,7 @@ class RandomAgent(Agent):
                 self.seed, info.get("sequence_id", ""), info.get("trial_id", ""),
                 int(observation.get("position", 0)), info.get("step_index", 0), info.get("role", ""),
             ))
-            outputs.append(AgentOutput(f"<action>{choices[int(rng.integers(len(choices)))]}</action>", extra=extra))
+            outputs.append(AgentOutput(action_answer(choices[int(rng.integers(len(choices)))]), extra=extra))
         return outputs
 
     def describe(self) -> dict[str, Any]:

@@ -38,7 +38,7 @@ from skillrise_gym.agents.base import Agent, AgentError, AgentOutput
 from skillrise_gym.backends import backend_class, check_options
 from skillrise_gym.bench import metrics
 from skillrise_gym.bench.store import CarrySetDir, OutputError, RunStore, carry_dir_name, is_carry_set, trial_id
-from skillrise_gym.records import Turn
+from skillrise_gym.records import Turn, turn_from_step
 from skillrise_gym.sequences import TaskSequence
 from skillrise_gym.vector import EnvPool, WorkerError, env_fn
 
@@ -355,34 +355,14 @@ class BenchRunner:
     # ----------------------------------------------------------------- records
     def _turn(self, flight: _Flight, out: AgentOutput, reply: tuple) -> Turn:
         observation, reward, _terminated, _truncated, info = reply
-        role = info["role"]
         extra: dict[str, Any] = {"K": flight.K, "index": flight.index, "mode": self.config.mode,
                                  "carry": self.carry, "latency_s": round(out.latency_s, 4)}
-        if info.get("invalid_action"):
-            extra["invalid_action"] = info["invalid_action"]
         if out.extra:
             extra["agent"] = out.extra
-        return Turn(
-            role=role,
-            position=int(info["position"]),
-            sequence_id=flight.sequence.id,
-            trial_id=flight.trial_id,
-            task_id=info["task_id"],
-            family=info["family"],
-            benchmark=self.config.benchmark,
-            prompt=str(flight.observation["prompt"]),
-            response=out.text,
-            action=info["action"],
-            format_valid=bool(info["format_valid"]),
-            reward=float(reward),
-            success=bool(info["success"]),
-            score=float(info["score"]),
-            step_index=int(info["step_index"]) - 1 if role == "solve" else 0,
-            prompt_tokens=int(out.prompt_tokens),
-            completion_tokens=int(out.completion_tokens),
-            task_done=bool(info.get("task_done")),
-            engine_error=info.get("engine_error"),
-            extra=extra,
+        return turn_from_step(
+            prompt=str(flight.observation["prompt"]), response=out.text, reward=reward, info=info,
+            sequence_id=flight.sequence.id, trial_id=flight.trial_id, benchmark=self.config.benchmark,
+            prompt_tokens=out.prompt_tokens, completion_tokens=out.completion_tokens, extra=extra,
         )
 
     def _commit(self, flight: _Flight, info: dict[str, Any]) -> None:
