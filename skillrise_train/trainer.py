@@ -1,21 +1,38 @@
-"""`SkillRiseTrainer`: a thin `trl.GRPOTrainer` subclass that supplies prompts, completions and advantages.
+"""`SkillRiseTrainer`: TRL's GRPOTrainer, fed with env rollouts; read top to bottom.
 
-What TRL does, unchanged: generation (`_generate_single_turn`: HF generate on CPU, vLLM colocate/server on
-GPUs with weight sync), the clipped policy loss (`_compute_loss`, `loss_type`, `epsilon`, `delta` as the
-dual clip, entropy bonus), the optimizer, LoRA via PEFT, accelerate/DeepSpeed, checkpoints and resume.
+What TRL does, unchanged: generation (HF generate on CPU, vLLM colocate/server on GPUs with weight sync), the
+clipped policy loss (`loss_type`, `epsilon`, `delta` as the dual clip, the entropy bonus), the optimizer, LoRA
+via PEFT, accelerate/DeepSpeed, checkpoints and resume. Every use of TRL's private API lives in
+`trl_adapter.GRPOAdapter`, this class's base; here: what a step does.
 
-What this class changes:
-- `_generate_and_score_completions`: instead of sampling `num_generations` completions per dataset prompt
-  and scoring them with reward functions, it plays one rollout (S sequences x G trials, `rollout.py`),
-  assigns credit (`credit.py`) and returns one row per model call with that turn's advantage.
-- `_get_per_token_logps_and_entropies`: asks the model for only the last `logits_to_keep + 1` positions.
-  TRL's fused LM head scores every position when Triton is unavailable (CPU), which on agent turns (long
-  prompts, short completions) is mostly wasted work; the numbers are identical.
-- `training_step`: stops with `NonFiniteLossError` on a NaN/inf loss, before the optimizer step, so the last
-  checkpoint on disk stays the last good one.
+One training step (`rollout_batch`): play S sequences x G trials (`rollout.py`), assign credit (`credit.py`:
+solve turns their task's reward, curate turns the discounted later rewards, group-relative advantages per
+(group, position, role)), and return one row per trained model call with its advantage.
 
-The dataset handed to TRL is a placeholder: the envs own the prompts. Rows are padded with all-masked rows
-to a multiple of `steps_per_generation`, because TRL's split drops the remainder rows silently.
+Batching, three levels, and nothing else:
+
+1. Rollout -> optimizer steps. One rollout feeds `updates_per_rollout` optimizer steps, each of
+   `grad_accum` TRL micro-steps. TRL asks for a new rollout every `steps_per_generation` micro-steps, so
+   ``steps_per_generation = grad_accum * updates_per_rollout`` and rollout r is the one TRL asks for at
+   optimizer step ``r * updates_per_rollout`` (hence ``global_step // updates_per_rollout``). TRL slices the
+   rollout's rows into `steps_per_generation` equal parts, one per micro-step, so rows are padded with
+   empty (all-masked) rows to a multiple of it: TRL's split would drop remainder rows silently.
+2. Old log-probs. With ``updates_per_rollout > 1`` the later updates of a rollout are made by a policy
+   that has already moved, so the rollout's rows carry the sampling policy's log-probs
+   (``old_per_token_logps``) and TRL's ratio and clip compare against them. With one update per rollout
+   the old policy is the current one and TRL uses the detached current log-probs.
+3. Token-budget micro-batches. Within one micro-step, `compute_loss` packs rows (longest first) into
+   micro-batches of at most `micro_batch_tokens` tokens, backpropagates all but the last itself and hands
+   the last to the Trainer; each is weighted so the sum is TRL's loss on the whole micro-step (TRL scales
+   its loss for gradient accumulation itself, so the manual backward needs no extra factor:
+   tests/test_trl_contract.py checks grad_accum=2 with packing against one pass).
+
+TRL's dataset is a placeholder: the envs own the prompts. It has one generation batch of rows so TRL's
+dataloader turns; `num_generations=2` and `per_device_train_batch_size=2` only satisfy TRL's checks on that
+placeholder (TRL wants at least two generations per prompt); neither is a property of the rollout.
+
+Also: `training_step` stops with `NonFiniteLossError` on a NaN/inf loss, before the optimizer step, so the
+last checkpoint on disk stays the last good one; `FiniteWeightsCallback` does the same for the weights.
 """
 
 from __future__ import annotations
@@ -27,8 +44,8 @@ from typing import Any
 
 import torch
 from transformers import TrainerCallback
-from trl import GRPOConfig, GRPOTrainer
-from trl.trainer.utils import pad, selective_log_softmax, selective_log_softmax_and_entropy
+
+from skillrise_train.trl_adapter import GRPOAdapter, GRPOConfig, check_trl_version, pad
 
 from skillrise_gym.records import write_jsonl
 from skillrise_train.config import TrainConfig
@@ -135,33 +152,7 @@ def make_grpo_config(config: TrainConfig, **overrides: Any) -> GRPOConfig:
     return GRPOConfig(**args)
 
 
-COMPLETION_ALIGNED = ("old_per_token_logps", "sampling_per_token_logps", "importance_sampling_ratio",
-                      "ref_per_token_logps", "tool_mask")
-
-
-def trim_padding(inputs: dict[str, Any]) -> dict[str, Any]:
-    """Drop prompt columns that are padding in every row of this micro-batch, and completion columns past
-    the longest completion: a micro-batch of short rows then costs what its rows cost, not the step's
-    longest row."""
-    prompt_mask, completion_mask = inputs["prompt_mask"], inputs["completion_mask"]
-    used = prompt_mask.any(dim=0).nonzero()
-    first = int(used[0]) if len(used) else prompt_mask.size(1) - 1
-    used = completion_mask.any(dim=0).nonzero()
-    last = int(used[-1]) + 1 if len(used) else 1
-    if first == 0 and last == completion_mask.size(1):
-        return inputs
-    out = dict(inputs)
-    out["prompt_ids"], out["prompt_mask"] = inputs["prompt_ids"][:, first:], prompt_mask[:, first:]
-    out["completion_ids"], out["completion_mask"] = inputs["completion_ids"][:, :last], completion_mask[:, :last]
-    for key in COMPLETION_ALIGNED:
-        if isinstance(inputs.get(key), torch.Tensor) and inputs[key].dim() == 2 and inputs[key].size(1) > 1:
-            out[key] = inputs[key][:, :last]
-    if inputs["advantages"].dim() == 2:
-        out["advantages"] = inputs["advantages"][:, :last]
-    return out
-
-
-class SkillRiseTrainer(GRPOTrainer):
+class SkillRiseTrainer(GRPOAdapter):
     """GRPOTrainer whose batches are the turns of SkillRise (or GRPO-baseline) rollouts."""
 
     def __init__(
@@ -200,6 +191,7 @@ class SkillRiseTrainer(GRPOTrainer):
         from skillrise_gym.models import load_model_and_tokenizer
         from skillrise_train.rollout import default_splits
 
+        check_trl_version()
         args = make_grpo_config(config, **arg_overrides)
         from skillrise_train.checkpoints import completion_callback
 
@@ -307,7 +299,7 @@ class SkillRiseTrainer(GRPOTrainer):
         from skillrise_gym.models import encode_chat
 
         return encode_chat(self.processing_class, text, prefix, max_tokens=self.max_prompt_tokens,
-                           template_kwargs=self.chat_template_kwargs)
+                           template_kwargs=self.template_kwargs)
 
     def generate_completions(self, prompts: list[str], prefixes: list[str] | None = None) -> list[Completion]:
         """One batched generation through TRL's path (num_generations=1 per prompt); each answer's text is its
@@ -316,7 +308,7 @@ class SkillRiseTrainer(GRPOTrainer):
         encoded = [self.encode_prompt(p, pre) for p, pre in zip(prompts, prefixes)]
         prompt_ids = [ids for ids, _ in encoded]
         try:
-            completion_ids, _logprobs = self._generate_single_turn(prompt_ids, None, {}, num_generations=1)
+            completion_ids = self.generate_ids(prompt_ids)
         except RuntimeError as exc:  # torch.multinomial on NaN/inf probabilities: weights finite but too large
             if "inf" in str(exc) and "nan" in str(exc):
                 raise NonFiniteLossError(
@@ -332,7 +324,8 @@ class SkillRiseTrainer(GRPOTrainer):
         ]
 
     # ------------------------------------------------------------------ rollout -> rows
-    def _generate_and_score_completions(self, inputs: list[dict[str, Any]]) -> dict[str, Any]:
+    def rollout_batch(self) -> dict[str, Any]:
+        """One rollout, its credit, and its trained turns as one batch of rows (see "Batching" above)."""
         step = self.state.global_step // self.config.updates_per_rollout  # the rollout's index
         sequences = self.rollout.sequences(step, self.config.S)
         plans = self.rollout.plan(sequences, tag=f"step{step}")
@@ -352,7 +345,7 @@ class SkillRiseTrainer(GRPOTrainer):
         self.last_rollout = result
         self.last_stats = rollout_stats(result, advantages, self.config.K)
         for name, value in self.last_stats.items():
-            self._metrics["train"][name].append(value)
+            self.log_metric(name, value)
         if self.config.record_turns and self.accelerator.is_main_process:
             for sample, ret, adv in zip(result.samples, returns, advantages):
                 sample.turn.extra.update({"return": float(ret), "advantage": float(adv), "algo": self.config.algo})
@@ -362,9 +355,7 @@ class SkillRiseTrainer(GRPOTrainer):
             [result.samples[n].prompt_ids for n in trained], [result.samples[n].completion_ids for n in trained],
             [advantages[n] for n in trained],
         )
-        if self.args.gradient_accumulation_steps % self.args.steps_per_generation != 0:
-            # later mini-batches are updated by a policy that already moved: keep the sampling policy's
-            # log-probs so TRL's ratio (and its clip) compare against them
+        if self.config.updates_per_rollout > 1:  # batching level 2 (module docstring)
             batch["old_per_token_logps"] = self.old_log_probs(batch)
         return batch
 
@@ -378,8 +369,7 @@ class SkillRiseTrainer(GRPOTrainer):
             first = int(prompt_mask.any(dim=0).nonzero()[0])
             ids = torch.cat([batch["prompt_ids"][rows][:, first:], batch["completion_ids"][rows]], dim=1)
             mask = torch.cat([prompt_mask[:, first:], batch["completion_mask"][rows]], dim=1)
-            logps, _, _ = self._get_per_token_logps_and_entropies(self.model, ids, mask, width)
-            old[rows] = logps.float()
+            old[rows] = self.policy_logps(self.model, ids, mask, width).float()
         return old
 
     def rows_to_batch(self, prompt_ids: list[list[int]], completion_ids: list[list[int]], advantages) -> dict[str, Any]:
@@ -388,7 +378,7 @@ class SkillRiseTrainer(GRPOTrainer):
         rows = len(prompt_ids)
         multiple = self.args.steps_per_generation
         missing = (-rows) % multiple
-        pad_id = self._tokenizer.pad_token_id
+        pad_id = self.pad_token_id
         prompts = [torch.tensor(p, dtype=torch.long) for p in prompt_ids] + [torch.tensor([pad_id])] * missing
         completions = [torch.tensor(c or [pad_id], dtype=torch.long) for c in completion_ids]
         completions += [torch.tensor([pad_id])] * missing
@@ -409,43 +399,6 @@ class SkillRiseTrainer(GRPOTrainer):
         batch["num_items_in_batch"] = self.accelerator.gather(batch["completion_mask"].sum()).sum()
         return batch
 
-    # ------------------------------------------------------------------ scoring only completion positions
-    def _get_per_token_logps_and_entropies(
-        self, model, input_ids, attention_mask, logits_to_keep, batch_size=None, compute_entropy=False,
-        compute_aux_loss=False, **multimodal,
-    ):
-        if compute_aux_loss or any(v is not None for v in multimodal.values()):
-            return super()._get_per_token_logps_and_entropies(
-                model, input_ids, attention_mask, logits_to_keep, batch_size=batch_size,
-                compute_entropy=compute_entropy, compute_aux_loss=compute_aux_loss, **multimodal,
-            )
-        batch_size = batch_size or input_ids.size(0)
-        all_logps, all_entropies = [], []
-        for start in range(0, input_ids.size(0), batch_size):
-            ids = input_ids[start : start + batch_size]
-            mask = attention_mask[start : start + batch_size]
-            if bool(mask.all()):
-                # no padding: without a mask, SDPA takes its causal (flash) kernel and never materialises the
-                # L x L attention matrix (on CPU the masked path keeps it for the backward pass)
-                mask = None
-            with self.accelerator.autocast():
-                # the logits at position t predict token t+1: keep_k + 1 positions cover the k completion tokens
-                logits = model(input_ids=ids, attention_mask=mask, logits_to_keep=logits_to_keep + 1, use_cache=False).logits
-            logits = logits[:, :-1, :].float()
-            targets = ids[:, -logits_to_keep:]
-            if compute_entropy:  # the entropy bonus needs its gradient
-                logps, entropy = selective_log_softmax_and_entropy(logits, targets, temperature=self.temperature)
-                all_entropies.append(entropy)
-            else:
-                logps = selective_log_softmax(logits / self.temperature, targets)
-            all_logps.append(logps)
-        logps = torch.cat(all_logps, dim=0)
-        entropies = torch.cat(all_entropies, dim=0) if compute_entropy else None
-        return logps, entropies, None
-
-    def _compute_loss(self, model, inputs):
-        return super()._compute_loss(model, trim_padding(inputs))
-
     # ------------------------------------------------------------------ token-budget micro-batches
     def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
         """TRL's loss over micro-batches of at most `micro_batch_tokens` tokens.
@@ -459,31 +412,27 @@ class SkillRiseTrainer(GRPOTrainer):
             raise ValueError("SkillRiseTrainer does not return outputs")
         groups = self.pack_rows(inputs)
         if len(groups) == 1:
-            return self._compute_loss(model, inputs)
+            return self.policy_loss(model, inputs)
         completion_mask = inputs["completion_mask"]
         rows_total = completion_mask.size(0)
         tokens_total = completion_mask.sum().clamp(min=1)
-        entropy_coef = self.entropy_coef
         done = torch.zeros((), device=completion_mask.device)
-        try:
-            for number, rows in enumerate(groups):
-                micro = {k: (v[rows] if isinstance(v, torch.Tensor) and v.dim() > 0 and v.size(0) == rows_total else v)
-                         for k, v in inputs.items()}
-                tokens = micro["completion_mask"].sum()
-                if self.loss_type in ("dapo", "cispo", "vespo"):
-                    weight = 1.0  # already normalised by the whole batch's token count
-                elif self.loss_type == "bnpo":
-                    weight = float(tokens / tokens_total)
-                else:  # per-sequence means (grpo, dr_grpo, luspo, sapo)
-                    weight = len(rows) / rows_total
-                # TRL's entropy bonus is a per-micro-batch token mean: reweight it to the whole batch's
-                self.entropy_coef = entropy_coef * float(tokens / tokens_total) / weight
-                loss = self._compute_loss(model, micro) * weight
-                if number < len(groups) - 1:
-                    self.accelerator.backward(loss)
-                    done = done + loss.detach()
-        finally:
-            self.entropy_coef = entropy_coef
+        for number, rows in enumerate(groups):
+            micro = {k: (v[rows] if isinstance(v, torch.Tensor) and v.dim() > 0 and v.size(0) == rows_total else v)
+                     for k, v in inputs.items()}
+            tokens = micro["completion_mask"].sum()
+            if self.batch_token_normalised:
+                weight = 1.0  # already normalised by the whole batch's token count
+            elif self.sequence_mean_loss:  # per-sequence means (grpo, dr_grpo, luspo, sapo)
+                weight = len(rows) / rows_total
+            else:  # bnpo: a token mean over this micro-batch
+                weight = float(tokens / tokens_total)
+            # TRL's entropy bonus is a per-micro-batch token mean: reweight it to the whole batch's
+            with self.entropy_scale(float(tokens / tokens_total) / weight):
+                loss = self.policy_loss(model, micro) * weight
+            if number < len(groups) - 1:
+                self.accelerator.backward(loss)
+                done = done + loss.detach()
         return loss + done
 
     def pack_rows(self, inputs: dict[str, Any]) -> list[torch.Tensor]:

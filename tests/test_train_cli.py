@@ -403,14 +403,14 @@ def test_weights_too_large_to_sample_from_stop_with_a_message(tmp_path, capsys, 
     fail on NaN probabilities: exit 3 with the advice, the last good checkpoint kept (issue 11 item 7)."""
     from skillrise_train.trainer import SkillRiseTrainer
 
-    original = SkillRiseTrainer._generate_single_turn
+    original = SkillRiseTrainer.generate_ids
 
     def overflowing(self, *args, **kwargs):
         if self.state.global_step >= 1:
             raise RuntimeError("probability tensor contains either `inf`, `nan` or element < 0")
         return original(self, *args, **kwargs)
 
-    monkeypatch.setattr(SkillRiseTrainer, "_generate_single_turn", overflowing)
+    monkeypatch.setattr(SkillRiseTrainer, "generate_ids", overflowing)
     out = tmp_path / "run"
     code = main(["--env", "toy", *TINY, "--steps", "3", "--max-task-steps", "1", "--no-lora", "--output-dir", str(out)])
     assert code == 3

@@ -1,0 +1,181 @@
+"""Every use of TRL's private API, in one place, for the one TRL version this project is tested with.
+
+SkillRise's trainer is a `trl.GRPOTrainer` whose batches come from env rollouts instead of a prompt dataset.
+That needs four of GRPOTrainer's private methods and a few of its private attributes; they change between
+TRL releases (TRL 1.10 had no `selective_log_softmax_and_entropy` and another `_generate_single_turn`
+signature), so nothing outside this module touches them, `TRL_VERSIONS` is the range pyproject pins, and
+tests/test_trl_contract.py checks every signature and returned key below, failing loudly on an upgrade.
+
+The contract (what `GRPOAdapter` relies on and what it offers its subclass):
+
+- `_generate_and_score_completions(inputs)` (TRL calls it once per generation batch; overridden): returns
+  the subclass's `rollout_batch()`, a dict with the keys of `BATCH_KEYS`, one row per model call.
+- `_get_per_token_logps_and_entropies(model, ids, mask, logits_to_keep, ...)` (overridden): scores only the
+  last `logits_to_keep + 1` positions (TRL's fused head scores every position when Triton is missing, as on
+  CPU; on agent turns, long prompts with short completions, that is mostly waste; the numbers are identical).
+- `_compute_loss(model, inputs)` (TRL's clipped policy loss; wrapped): run on padding-trimmed micro-batches.
+- `_generate_single_turn(prompt_ids, images, multimodal_fields, num_generations)` (called): TRL's generation
+  (HF generate on CPU, vLLM on GPUs), exposed as `generate_ids`.
+- private attributes read: `_metrics` (`log_metric`), `chat_template_kwargs` (`template_kwargs`),
+  `_tokenizer` (`pad_token_id`), `entropy_coef`, `loss_type`, `temperature`.
+"""
+
+from __future__ import annotations
+
+from contextlib import contextmanager
+from typing import Any, Iterator
+
+import torch
+from trl import GRPOConfig, GRPOTrainer
+from trl.trainer.utils import pad, selective_log_softmax, selective_log_softmax_and_entropy
+
+#: the TRL releases this module is written and tested against (pyproject pins the same range)
+TRL_VERSIONS = (">=1.16", "<1.17")
+#: the keys of a batch handed to TRL's loss (what `_generate_and_score_completions` returns)
+BATCH_KEYS = ("prompt_ids", "prompt_mask", "completion_ids", "completion_mask", "advantages", "num_items_in_batch")
+#: per-row tensors that TRL aligns with the completion columns (trimmed with them)
+COMPLETION_ALIGNED = ("old_per_token_logps", "sampling_per_token_logps", "importance_sampling_ratio",
+                      "ref_per_token_logps", "tool_mask")
+#: loss aggregations whose value is already normalised by the whole batch's token count
+BATCH_TOKEN_NORMALISED = ("dapo", "cispo", "vespo")
+
+__all__ = ["BATCH_KEYS", "GRPOAdapter", "GRPOConfig", "TRL_VERSIONS", "check_trl_version", "pad", "trim_padding"]
+
+
+def check_trl_version() -> str:
+    """The installed TRL version; a clear error when it is outside `TRL_VERSIONS`."""
+    import trl
+    from packaging.version import Version
+
+    version = Version(trl.__version__)
+    low, high = (Version(bound.lstrip("<>=")) for bound in TRL_VERSIONS)
+    if not low <= version < high:
+        raise RuntimeError(
+            f"skillrise-train is tested with trl {TRL_VERSIONS[0]},{TRL_VERSIONS[1]} and relies on its private API "
+            f"(skillrise_train/trl_adapter.py); trl {trl.__version__} is installed. Install the tested one: "
+            f"pip install 'skillrise-gym[train]'"
+        )
+    return trl.__version__
+
+
+def trim_padding(inputs: dict[str, Any]) -> dict[str, Any]:
+    """Drop prompt columns that are padding in every row of this micro-batch, and completion columns past
+    the longest completion: a micro-batch of short rows then costs what its rows cost, not the step's
+    longest row."""
+    prompt_mask, completion_mask = inputs["prompt_mask"], inputs["completion_mask"]
+    used = prompt_mask.any(dim=0).nonzero()
+    first = int(used[0]) if len(used) else prompt_mask.size(1) - 1
+    used = completion_mask.any(dim=0).nonzero()
+    last = int(used[-1]) + 1 if len(used) else 1
+    if first == 0 and last == completion_mask.size(1):
+        return inputs
+    out = dict(inputs)
+    out["prompt_ids"], out["prompt_mask"] = inputs["prompt_ids"][:, first:], prompt_mask[:, first:]
+    out["completion_ids"], out["completion_mask"] = inputs["completion_ids"][:, :last], completion_mask[:, :last]
+    for key in COMPLETION_ALIGNED:
+        if isinstance(inputs.get(key), torch.Tensor) and inputs[key].dim() == 2 and inputs[key].size(1) > 1:
+            out[key] = inputs[key][:, :last]
+    if inputs["advantages"].dim() == 2:
+        out["advantages"] = inputs["advantages"][:, :last]
+    return out
+
+
+class GRPOAdapter(GRPOTrainer):
+    """GRPOTrainer with its private hooks turned into the few public ones a rollout trainer needs.
+
+    Subclasses implement `rollout_batch()` (one batch of rows, `BATCH_KEYS`) and call `generate_ids`,
+    `policy_logps`, `policy_loss`, `log_metric`; they never touch TRL's private names themselves.
+    """
+
+    # ------------------------------------------------------------------ what subclasses implement
+    def rollout_batch(self) -> dict[str, Any]:
+        raise NotImplementedError
+
+    # ------------------------------------------------------------------ TRL's private hooks
+    def _generate_and_score_completions(self, inputs: list[dict[str, Any]]) -> dict[str, Any]:
+        return self.rollout_batch()
+
+    def _get_per_token_logps_and_entropies(
+        self, model, input_ids, attention_mask, logits_to_keep, batch_size=None, compute_entropy=False,
+        compute_aux_loss=False, **multimodal,
+    ):
+        if compute_aux_loss or any(v is not None for v in multimodal.values()):
+            return super()._get_per_token_logps_and_entropies(
+                model, input_ids, attention_mask, logits_to_keep, batch_size=batch_size,
+                compute_entropy=compute_entropy, compute_aux_loss=compute_aux_loss, **multimodal,
+            )
+        batch_size = batch_size or input_ids.size(0)
+        all_logps, all_entropies = [], []
+        for start in range(0, input_ids.size(0), batch_size):
+            ids = input_ids[start : start + batch_size]
+            mask = attention_mask[start : start + batch_size]
+            if bool(mask.all()):
+                # no padding: without a mask, SDPA takes its causal (flash) kernel and never materialises the
+                # L x L attention matrix (on CPU the masked path keeps it for the backward pass)
+                mask = None
+            with self.accelerator.autocast():
+                # the logits at position t predict token t+1: keep_k + 1 positions cover the k completion tokens
+                logits = model(input_ids=ids, attention_mask=mask, logits_to_keep=logits_to_keep + 1, use_cache=False).logits
+            logits = logits[:, :-1, :].float()
+            targets = ids[:, -logits_to_keep:]
+            if compute_entropy:  # the entropy bonus needs its gradient
+                logps, entropy = selective_log_softmax_and_entropy(logits, targets, temperature=self.temperature)
+                all_entropies.append(entropy)
+            else:
+                logps = selective_log_softmax(logits / self.temperature, targets)
+            all_logps.append(logps)
+        logps = torch.cat(all_logps, dim=0)
+        entropies = torch.cat(all_entropies, dim=0) if compute_entropy else None
+        return logps, entropies, None
+
+    def _compute_loss(self, model, inputs):
+        return super()._compute_loss(model, trim_padding(inputs))
+
+    # ------------------------------------------------------------------ what subclasses call
+    def generate_ids(self, prompt_ids: list[list[int]]) -> list[list[int]]:
+        """One completion per prompt through TRL's generation path (HF generate, or vLLM)."""
+        completion_ids, _logprobs = self._generate_single_turn(prompt_ids, None, {}, num_generations=1)
+        return [list(c) for c in completion_ids]
+
+    def policy_logps(self, model: Any, input_ids: torch.Tensor, attention_mask: torch.Tensor,
+                     logits_to_keep: int) -> torch.Tensor:
+        """Log-probs of the last `logits_to_keep` tokens of each row under `model` (temperature-scaled)."""
+        logps, _, _ = self._get_per_token_logps_and_entropies(model, input_ids, attention_mask, logits_to_keep)
+        return logps
+
+    def policy_loss(self, model: Any, inputs: dict[str, Any]) -> torch.Tensor:
+        """TRL's clipped policy loss (its `loss_type`, `epsilon`, `delta`, entropy bonus) on one micro-batch."""
+        return self._compute_loss(model, inputs)
+
+    def log_metric(self, name: str, value: float) -> None:
+        """A value for TRL's per-step log (averaged over the step's calls, as TRL's own metrics)."""
+        self._metrics["train"][name].append(value)
+
+    @property
+    def template_kwargs(self) -> dict[str, Any]:
+        """Keyword arguments TRL passes to the chat template (e.g. enable_thinking)."""
+        return dict(self.chat_template_kwargs or {})
+
+    @property
+    def pad_token_id(self) -> int:
+        return self._tokenizer.pad_token_id
+
+    @property
+    def batch_token_normalised(self) -> bool:
+        """Whether TRL's loss is already a mean over the whole batch's completion tokens (dapo and kin)."""
+        return self.loss_type in BATCH_TOKEN_NORMALISED
+
+    @property
+    def sequence_mean_loss(self) -> bool:
+        """Whether TRL's loss averages per-row means (grpo, dr_grpo...), as opposed to token means."""
+        return self.loss_type not in BATCH_TOKEN_NORMALISED + ("bnpo",)
+
+    @contextmanager
+    def entropy_scale(self, factor: float) -> Iterator[None]:
+        """Scale TRL's entropy bonus coefficient inside the block (micro-batch reweighting)."""
+        original = self.entropy_coef
+        self.entropy_coef = original * factor
+        try:
+            yield
+        finally:
+            self.entropy_coef = original
