@@ -106,7 +106,7 @@ def train_arm(arm: str, start: str, p: Preset, work: Path, log) -> dict[str, Any
             env="rulebook", model=start, lora=p.lora, K=p.K, G=p.G, S=p.S, steps=p.steps, lr=p.lr,
             max_task_steps=1, max_new_tokens=p.max_new_tokens, warmstart_steps=0,
             invalid_penalty=0.5, entropy_coef=0.0, save_interval=max(1, p.steps), output_dir=str(out), seed=p.seed,
-            threads=p.threads, backend_options=json.dumps(backend_options(p)), record_turns=True, **ARMS[arm],
+            threads=p.threads, backend_options=backend_options(p), record_turns=True, **ARMS[arm],
         )
         log(f"[{arm}] training: {config.algo}, curate credit {config.curate_credit}, {p.steps} steps")
         started = time.perf_counter()
@@ -136,7 +136,7 @@ def untrained(p: Preset, work: Path, log) -> str:
     config = TrainConfig(env="rulebook", model=p.model, lora=False, K=p.K, max_task_steps=1,
                          max_new_tokens=p.max_new_tokens, warmstart_steps=p.warmstart_steps,
                          warmstart_sequences=p.warmstart_sequences, seed=p.seed, threads=p.threads,
-                         backend_options=json.dumps(backend_options(p)))
+                         backend_options=backend_options(p))
     return save_warm_started(config, str(out))
 
 

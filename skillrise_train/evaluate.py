@@ -3,8 +3,8 @@
 The policy being trained is wrapped as a bench `Agent` whose `act` is the trainer's own batched generation
 (TRL's path: HF generate, or vLLM on GPUs), so an evaluation is an ordinary bench run: the same pinned
 sequences every time (the bench draws them from its seed), turns and a summary with bootstrap CIs in
-``<output_dir>/eval/step-N/``. Envs the bench does not know (test-only backends) fall back to playing the
-held-out sequences with the trainer's own rollout engine.
+``<output_dir>/eval/step-N/``. The same `max_task_steps` as training (unset: the backend's own), so a
+training-time evaluation is comparable with ``skillrise-bench`` on the same split and seed.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from typing import Any, Callable, Sequence
 
 from skillrise_gym.agents.base import Agent, AgentOutput
 from skillrise_train.config import TrainConfig
-from skillrise_train.rollout import EVAL_SEED_OFFSET, Completion, RolloutEngine
+from skillrise_train.rollout import EVAL_SEED_OFFSET, Completion
 
 
 class PolicyAgent(Agent):
@@ -44,43 +44,25 @@ class PolicyAgent(Agent):
         return {"name": self.name, **self.identity}
 
 
-def evaluate(
-    config: TrainConfig, generate: Callable[[list[str]], list[Completion]], step: int, split: str,
-    out: Path, backend_options: dict[str, Any],
-) -> dict[str, Any]:
+def evaluate(config: TrainConfig, generate: Callable[[list[str]], list[Completion]], step: int, split: str,
+             out: Path) -> dict[str, Any]:
     """Play `config.eval_sequences` held-out K-task sequences (one trial each); returns success by position."""
-    from skillrise_gym.bench.runner import ENVS, BenchConfig, run_bench
+    from skillrise_gym.bench.runner import BenchConfig, run_bench
 
-    if config.env in ENVS:
-        agent = PolicyAgent(generate, config.generation_batch,
-                            {"model": config.model, "algo": config.algo, "output_dir": str(out), "step": step})
-        bench = BenchConfig(
-            env=config.env, out=str(out / "eval" / f"step-{step}"), K=[config.K], mode="cross",
-            num_sequences=config.eval_sequences, split=split, seed=config.seed + EVAL_SEED_OFFSET,
-            workers=config.env_workers, parallel=max(1, min(config.eval_sequences, config.generation_batch)),
-            max_task_steps=config.max_task_steps, backend_options=dict(backend_options), progress=False,
-            plots=False,
-        )
-        outcome = run_bench(bench, agent)
-        block = outcome.summary["blocks"][0]
-        success = [float(p["mean"]) for p in block.get("success_by_position", [])]
-        runner = "bench"
-    else:
-        engine = RolloutEngine(
-            config.env, "skillrise", config.K, 1, config.eval_sequences, split, config.max_task_steps,
-            success_reward=config.success_reward, seed=config.seed, workers=config.env_workers,
-            env_timeout=config.env_timeout,
-            backend_options=backend_options, generation_batch=config.generation_batch,
-        )
-        try:
-            sequences = engine.sequences(0, config.eval_sequences, seed_offset=EVAL_SEED_OFFSET)
-            result = engine.play(engine.plan(sequences, tag=f"eval{step}"), generate, step)
-        finally:
-            engine.close()
-        success = result.position_success(config.K)
-        runner = "rollout"
+    agent = PolicyAgent(generate, config.generation_batch,
+                        {"model": config.model, "algo": config.algo, "output_dir": str(out), "step": step})
+    bench = BenchConfig(
+        env=config.env, out=str(out / "eval" / f"step-{step}"), K=[config.K], mode="cross",
+        num_sequences=config.eval_sequences, split=split, seed=config.seed + EVAL_SEED_OFFSET,
+        workers=config.env_workers, parallel=max(1, min(config.eval_sequences, config.generation_batch)),
+        max_task_steps=config.max_task_steps, backend_options=dict(config.backend_options), progress=False,
+        plots=False,
+    )
+    outcome = run_bench(bench, agent)
+    block = outcome.summary["blocks"][0]
+    success = [float(p["mean"]) for p in block.get("success_by_position", [])]
     record = {
-        "step": step, "split": split, "sequences": config.eval_sequences, "runner": runner,
+        "step": step, "split": split, "sequences": config.eval_sequences,
         "success_by_position": success, "success": sum(success) / len(success) if success else 0.0,
     }
     with open(out / "eval.jsonl", "a", encoding="utf-8") as handle:

@@ -209,7 +209,7 @@ class SkillRiseTrainer(GRPOAdapter):
                 r=config.lora_r, lora_alpha=config.lora_alpha, lora_dropout=0.0, target_modules="all-linear",
                 task_type="CAUSAL_LM",
             )
-        backend_options = config.parsed_backend_options()
+        backend_options = dict(config.backend_options)
         prompt_style = resolve_prompt_style(config.prompt_style, model)
         rollout = RolloutEngine(
             config.env, config.algo, config.K, config.G, config.S,

@@ -30,7 +30,7 @@ pytest.importorskip("trl")
 OPTIONS = {"rules": 1, "bins": 3}
 CHANCE = 1.0 / OPTIONS["bins"]
 COMMON = dict(env="rulebook", lora=False, K=2, G=8, S=8, lr=1e-3, max_task_steps=1, max_new_tokens=24,
-              invalid_penalty=0.5, entropy_coef=0.0, seed=0, threads=1, backend_options=json.dumps(OPTIONS))
+              invalid_penalty=0.5, entropy_coef=0.0, seed=0, threads=1, backend_options=dict(OPTIONS))
 RL_STEPS = 40
 EVAL_SEQUENCES = 100
 
