@@ -43,7 +43,7 @@ STORE_VERSION = 1
 MANIFEST, TURNS, RESULTS, LOCK = "manifest.json", "turns.jsonl", "results.jsonl", ".lock"
 CARRY_MANIFEST = "carry.json"
 #: files a run directory may hold; anything else in a directory without a manifest makes it "foreign"
-OUTPUTS = {MANIFEST, TURNS, RESULTS, LOCK, "summary.json", "summary.md", "success_by_position.png",
+OUTPUTS = {MANIFEST, TURNS, RESULTS, LOCK, "summary.json", "summary.md", "rescored.json", "success_by_position.png",
            "success_vs_K.png"}
 #: identity keys added after run directories already existed, and the value they had before (a manifest
 #: without the key was written by a run that used that value, so it still resumes)
