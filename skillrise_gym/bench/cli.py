@@ -6,6 +6,8 @@
     skillrise-bench --env scienceworld --agent hf --model smollm2 --K 2 --mode repeat --out runs/sw-smol
     skillrise-bench --env rulebook --agent hf --carry skill none reflect --K 1 3 --out runs/rb-carry
 
+    skillrise-bench rescore runs/alf-expert     (results and summary rebuilt from turns.jsonl alone)
+
 Re-running a command with the same --out resumes it. Exit status: 0 done, 2 bad arguments or run
 directory, 3 the agent failed (resumable), 4 an environment failed, 5 --out could not be written mid-run
 (full or read-only; resumable once it can), 130 interrupted (resumable).
@@ -144,7 +146,39 @@ def _interrupt(signum: int, frame: Any) -> None:
     raise KeyboardInterrupt(f"signal {signum}")
 
 
+def rescore_main(argv: Sequence[str]) -> int:
+    """`skillrise-bench rescore RUN`: exit 0 when turns and results agree, 1 when they differ, 2 no run."""
+    from skillrise_gym.bench import metrics
+    from skillrise_gym.bench.rescore import rescore
+    from skillrise_gym.paths import atomic_write
+
+    parser = argparse.ArgumentParser(prog="skillrise-bench rescore",
+                                     description="Rebuild a run's results and summary from its turns.jsonl and "
+                                     "compare them with its results.jsonl; writes RUN/rescored.json.")
+    parser.add_argument("run", help="a skillrise-bench --out directory")
+    args = parser.parse_args(argv)
+    try:
+        by_mode = rescore(args.run)
+    except (FileNotFoundError, ValueError) as exc:
+        print(f"skillrise-bench rescore: error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    differences = 0
+    for mode, summary in by_mode.items():
+        print(metrics.markdown_table(summary, f"rescored from turns.jsonl: carry {mode}"))
+        for d in summary["differences"]:
+            print(f"  K={d['K']} index={d['index']} {d['field']}: results.jsonl {d['results']!r}, "
+                  f"turns.jsonl {d['turns']!r}")
+        differences += len(summary["differences"])
+    atomic_write(f"{args.run}/rescored.json", json.dumps(by_mode, indent=2) + "\n")
+    print("turns and results agree: no differences" if not differences else
+          f"{differences} difference(s) between turns.jsonl and results.jsonl (listed above)")
+    return 0 if not differences else 1
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["rescore"]:
+        return rescore_main(argv[1:])
     args = build_parser().parse_args(argv)
     if threading.current_thread() is threading.main_thread():
         # SIGTERM (a scheduler stopping the job) stops like Ctrl-C: finished sequences kept, summary written
