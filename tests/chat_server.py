@@ -31,6 +31,7 @@ class ChatServer:
         self.faults: deque[str] = deque()  # one fault per coming request
         self.always: str | None = None  # a fault for every request
         self.slow_s = 1.5
+        self.retry_after = "0"  # the Retry-After header of a 429
         self.hold_after: int | None = None  # requests beyond this many wait for `release`
         self.fail_after: int | None = None  # requests beyond this many get HTTP 500
         self.release = threading.Event()
@@ -77,6 +78,7 @@ class ChatServer:
         with self._lock:
             self.faults.clear()
             self.always, self.hold_after, self.fail_after = None, None, None
+            self.retry_after = "0"
             self.release.clear()
             self.requests.clear()
             self.auth.clear()
@@ -116,7 +118,8 @@ class ChatServer:
         if fault == "500":
             return self._send(handler, 500, b'{"error": {"message": "internal error"}}')
         if fault == "429":
-            return self._send(handler, 429, b'{"error": {"message": "rate limited"}}', {"Retry-After": "0"})
+            return self._send(handler, 429, b'{"error": {"message": "rate limited"}}',
+                              {"Retry-After": self.retry_after})
         if fault == "401":
             return self._send(handler, 401, b'{"error": {"message": "invalid api key"}}')
         if fault == "400":

@@ -106,6 +106,72 @@ def test_endpoint_down_gives_up_with_a_clear_error():
     with pytest.raises(AgentError, match="cannot reach the endpoint"):
         agent.complete("hello")
     agent.close()
+    # the deadline stops the client's retries too, and the error still says what failed
+    agent = make_agent(f"http://127.0.0.1:{free_port()}/v1", max_retries=100, retry_deadline_s=0.8)
+    with pytest.raises(AgentError, match=r"giving up after \d+ attempt\(s\).*cannot reach the endpoint") as err:
+        agent.complete("hello")
+    agent.close()
+    assert err.value.resumable and agent.stats["requests"] < 5
+
+
+def test_retry_after_is_waited_for_unless_it_runs_past_the_deadline(server):
+    import time
+
+    server.faults.append("429")
+    server.retry_after = "1"
+    agent = make_agent(server.url)
+    started = time.monotonic()
+    out = agent.complete("hello")
+    assert out.extra["retries"] == 1 and time.monotonic() - started >= 1.0
+    agent.close()
+    server.always, server.retry_after = "429", "30"
+    agent = make_agent(server.url, max_retries=100, retry_deadline_s=10.0)
+    started = time.monotonic()
+    with pytest.raises(AgentError, match=r"giving up after 1 attempt\(s\).*HTTP 429") as err:
+        agent.complete("hello")
+    agent.close()
+    assert err.value.resumable and time.monotonic() - started < 5 and len(server.requests) == 2 + 1
+
+
+def test_a_wrong_path_is_not_resumable_and_says_what_to_check(server):
+    agent = make_agent(server.url.removesuffix("/v1"))
+    with pytest.raises(AgentError, match=r"HTTP 404.*--base-url") as err:
+        agent.complete("hello")
+    agent.close()
+    assert not err.value.resumable and len(server.requests) == 1
+
+
+def test_only_the_named_variable_supplies_a_key(server, monkeypatch):
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-ambient")  # the client's own fallback must not send it
+    monkeypatch.delenv("SKILLRISE_TEST_KEY", raising=False)
+    agent = make_agent(server.url)
+    agent.complete("hello")
+    agent.close()
+    assert server.auth == [None]
+
+
+def test_close_stops_the_retries_of_running_calls(server):
+    import threading
+    import time
+
+    server.always = "500"
+    agent = make_agent(server.url, max_retries=100)
+    errors = []
+    worker = threading.Thread(target=lambda: errors.append(pytest.raises(AgentError, agent.complete, "hello")))
+    worker.start()
+    time.sleep(0.2)
+    agent.close()
+    worker.join(timeout=15)
+    assert not worker.is_alive() and errors and len(server.requests) <= 2
+    assert agent.in_flight() == 0 and agent._client._client.is_closed
+
+
+def test_a_missing_openai_package_names_the_fix(monkeypatch):
+    import sys
+
+    monkeypatch.setitem(sys.modules, "openai", None)
+    with pytest.raises(ImportError, match=r"skillrise-gym\[bench\].*pip install openai"):
+        make_agent("http://127.0.0.1:1/v1")
 
 
 def test_bad_settings_are_rejected():
