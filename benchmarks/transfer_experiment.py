@@ -209,6 +209,18 @@ def plots(report: dict[str, Any]) -> list[str]:
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import MaxNLocator
+
+    def line_with_band(ax: Any, xs: list[int], items: list[dict[str, Any]], label: str) -> None:
+        """Means as a line, their 95% CI (or range over seeds) as a shaded band; one point: an error bar."""
+        means = [i["mean"] for i in items]
+        if len(xs) == 1:
+            ax.errorbar(xs, means, yerr=[[max(0.0, means[0] - items[0]["ci"][0])],
+                                         [max(0.0, items[0]["ci"][1] - means[0])]], marker="o", capsize=3, label=label)
+            return
+        (line,) = ax.plot(xs, means, marker="o", label=label)
+        ax.fill_between(xs, [i["ci"][0] for i in items], [i["ci"][1] for i in items], color=line.get_color(),
+                        alpha=0.2, linewidth=0)
 
     paths = []
     p = report["preset"]
@@ -226,6 +238,7 @@ def plots(report: dict[str, Any]) -> list[str]:
         ax.axhline(report["ceilings"]["ignore_document"][0], color="grey", ls=":", label="chance")
         ax.set_title(f"training success at position {pos} (moving mean)")
         ax.set_xlabel("training step")
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
         ax.grid(alpha=0.3)
     axes[0].set_ylabel("success rate")
     axes[1].legend()
@@ -238,12 +251,12 @@ def plots(report: dict[str, Any]) -> list[str]:
     for name, result in report["evaluations"].items():
         items = result["by_carry"].get("skill", {}).get(str(K), {}).get("success_by_position")
         if items:
-            means = [i["mean"] for i in items]
-            err = [[m - i["ci"][0] for m, i in zip(means, items)], [i["ci"][1] - m for m, i in zip(means, items)]]
-            ax.errorbar(xs, means, yerr=err, marker="o", capsize=3, label=name)
+            line_with_band(ax, xs, items, label=name)
     c = report["ceilings"]
     ax.plot(xs, c["ignore_document"], "k:", label="ceiling: document ignored")
     ax.plot(xs, c["perfect_curator"], "k--", label="ceiling: perfect curator")
+    ax.set_xticks(xs)
+    ax.set_xlim(0.5, K + 0.5)
     ax.set_xlabel("task position")
     ax.set_ylabel("success rate (held-out families)")
     ax.set_ylim(-0.02, 1.02)
@@ -259,10 +272,8 @@ def plots(report: dict[str, Any]) -> list[str]:
         for name, result in report["evaluations"].items():
             blocks = result["by_carry"].get(mode, {})
             ks = [k for k in p["eval_K"] if str(k) in blocks]
-            means = [blocks[str(k)]["success"]["mean"] for k in ks]
-            err = [[m - blocks[str(k)]["success"]["ci"][0] for m, k in zip(means, ks)],
-                   [blocks[str(k)]["success"]["ci"][1] - m for m, k in zip(means, ks)]]
-            ax.errorbar(ks, means, yerr=err, marker="o", capsize=3, label=name)
+            if ks:
+                line_with_band(ax, ks, [blocks[str(k)]["success"] for k in ks], label=name)
         ax.set_title(f"carry {mode}")
         ax.set_xlabel("K")
         ax.set_xticks(p["eval_K"])

@@ -57,3 +57,146 @@ def test_summary_table_and_plots(tmp_path):
         image = matplotlib.image.imread(path)
         assert image.shape[0] > 100 and image.shape[1] > 100
     assert sorted(p.name for p in tmp_path.iterdir()) == ["a.png", "b.png"]  # no temporary files left
+
+
+# ------------------------------------------------------------------ Wilson intervals for success rates
+@pytest.mark.parametrize("successes, expected", [(20, (0.8389, 1.0)), (0, (0.0, 0.1611)), (10, (0.2993, 0.7007))])
+def test_wilson_ci_hand_computed(successes, expected):
+    # p = 1, z = 1.959964: lower = n / (n + z^2) = 20 / 23.8415 = 0.83887; 0/20 mirrors it; 10/20 is
+    # 0.5 -+ z * sqrt(0.25/20 + z^2/1600) / (1 + z^2/20) = 0.5 -+ 0.2007
+    low, high = metrics.wilson_ci(successes, 20)
+    assert (low, high) == pytest.approx(expected, abs=5e-5)
+    assert 0.0 <= low < high <= 1.0
+    assert metrics.wilson_ci(20, 20)[1] == 1.0 and metrics.wilson_ci(0, 20)[0] == 0.0  # exact ends
+    assert all(np.isnan(metrics.wilson_ci(0, 0)))
+
+
+def test_success_rates_use_wilson_and_are_never_zero_width():
+    rows = [result(i, [True, True]) for i in range(20)]  # 20/20 sequences solved everything
+    block = metrics.summarize_block(rows, 2, "repeat")
+    for stat in [block["success"], *block["success_by_position"], *block["pass_at_k"].values()]:
+        assert stat["method"] == "wilson" and stat["mean"] == 1.0
+        assert stat["ci"] == pytest.approx([0.8389, 1.0], abs=5e-5)
+    failed = metrics.summarize_block([result(i, [False, False]) for i in range(20)], 2, "cross")
+    assert failed["success"]["ci"] == pytest.approx([0.0, 0.1611], abs=5e-5)
+    assert failed["success_by_position"][0]["ci"] == pytest.approx([0.0, 0.1611], abs=5e-5)
+    half = metrics.summarize_block([result(i, [i % 2 == 0]) for i in range(20)], 1, "cross")  # K=1: 10/20
+    assert half["success"]["method"] == "wilson"
+    assert half["success"]["ci"] == pytest.approx([0.2993, 0.7007], abs=5e-5)
+    # fractional per-sequence means (K=2, some sequences half solved): the bootstrap over sequences
+    mixed = metrics.summarize_block([result(i, [True, i % 2 == 0]) for i in range(20)], 2, "cross")
+    assert mixed["success"]["method"] == "bootstrap" and mixed["success"]["mean"] == pytest.approx(0.75)
+    assert mixed["success_by_position"][1]["method"] == "wilson"
+    # non-binary means (scores, steps, seconds) keep the bootstrap
+    assert {block[k]["method"] for k in ("score", "steps_per_task", "sequence_wall_seconds")} == {"bootstrap"}
+    summary = metrics.summarize(rows, [2], "repeat")
+    assert summary["ci_method"] == metrics.CI_METHOD and summary["confidence"] == 0.95
+    assert summary["success_vs_K"][0]["method"] == "wilson"
+    assert set(summary["success_vs_K"][0]) == {"K", "mean", "ci", "method"}
+
+
+# ------------------------------------------------------------------ plots: integer ticks, CI bands
+def _capture_figures(monkeypatch, module) -> list:
+    figures = []
+    save = module._save
+
+    def keep(fig, path):
+        figures.append(fig)
+        return save(fig, path)
+
+    monkeypatch.setattr(module, "_save", keep)
+    return figures
+
+
+def _assert_integer_xticks(ax) -> None:
+    ticks = list(ax.get_xticks())
+    assert ticks and all(float(t).is_integer() for t in ticks), ticks
+    labels = [t.get_text().replace("\u2212", "-") for t in ax.get_xticklabels() if t.get_text()]
+    assert labels and all(label.lstrip("-").isdigit() for label in labels), labels
+
+
+def _bands(ax) -> list:
+    from matplotlib.collections import PolyCollection
+
+    return [c for c in ax.collections if isinstance(c, PolyCollection) and c.get_alpha() == pytest.approx(0.2)]
+
+
+def _carry_summary(mode: str = "cross") -> dict:
+    Ks = [1, 2, 4]
+    rows = {
+        "skill": [result(i, [True] * K if i % 2 else [j % 2 == 0 for j in range(K)]) for K in Ks for i in range(6)],
+        "none": [result(i, [j == 0 and i % 3 == 0 for j in range(K)]) for K in Ks for i in range(6)],
+        "reflect": [result(i, [(i + j) % 2 == 0 for j in range(K)]) for K in Ks for i in range(6)],
+    }
+    return {"mode": mode, "K": Ks, "by_carry": {m: metrics.summarize(r, Ks, mode) for m, r in rows.items()}}
+
+
+@pytest.mark.parametrize("mode", ["cross", "repeat"])
+def test_plots_have_integer_ticks_and_ci_bands(tmp_path, monkeypatch, mode):
+    figures = _capture_figures(monkeypatch, plots)
+    rows = [result(i, [i % 2 == 0], K=1) for i in range(5)] + [result(i, [True, i % 3 == 0]) for i in range(5)] + \
+        [result(i, [i % 2 == 0, True, i % 3 == 0, False]) for i in range(5)]
+    summary = metrics.summarize(rows, [1, 2, 4], mode)
+    carry = _carry_summary(mode)
+    drawn = [plots.plot_success_by_position(summary, tmp_path / "by_position.png"),
+             plots.plot_success_vs_K(summary, tmp_path / "vs_K.png"),
+             plots.plot_carry_success_by_position(carry, tmp_path / "carry_by_position.png"),
+             plots.plot_carry_success_vs_K(carry, tmp_path / "carry_vs_K.png")]
+    assert all(path.is_file() and path.read_bytes().startswith(b"\x89PNG") for path in drawn)
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(p.name for p in drawn)
+    by_position, vs_K, carry_by_position, carry_vs_K = figures
+    for fig in figures:
+        for ax in fig.axes:
+            _assert_integer_xticks(ax)
+    assert list(by_position.axes[0].get_xticks()) == [1, 2, 3, 4]
+    assert len(_bands(by_position.axes[0])) == 2  # K=2 and K=4 (K=1, one point: an error bar)
+    assert list(vs_K.axes[0].get_xticks()) == [1, 2, 4] and len(_bands(vs_K.axes[0])) == 1
+    # carry modes side by side: one panel per K sharing y, one line (and band) per mode in each
+    panels = carry_by_position.axes
+    assert [ax.get_title() for ax in panels] == ["K=1", "K=2", "K=4"]
+    assert panels[0].get_shared_y_axes().joined(panels[0], panels[2])
+    assert [len(_bands(ax)) for ax in panels] == [0, 3, 3]
+    assert sorted(t.get_text().split(" ")[0] for t in panels[2].get_legend().get_texts()) == ["none", "reflect", "skill"]
+    assert list(carry_vs_K.axes[0].get_xticks()) == [1, 2, 4] and len(_bands(carry_vs_K.axes[0])) == 3
+
+
+def test_transfer_experiment_plots(tmp_path, monkeypatch):
+    import importlib.util
+    import sys
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parent.parent / "benchmarks" / "transfer_experiment.py"
+    spec = importlib.util.spec_from_file_location("transfer_experiment_under_test", path)
+    module = importlib.util.module_from_spec(spec)
+    monkeypatch.setitem(sys.modules, spec.name, module)  # its dataclasses look their module up there
+    spec.loader.exec_module(module)
+    monkeypatch.setattr(module, "RESULTS", tmp_path)
+    figures = _capture_figures(monkeypatch, module)
+    eval_K = [1, 2, 4, 6]
+
+    def evaluation(offset: float) -> dict:
+        def rate(m):
+            m = min(1.0, m + offset)
+            return {"mean": m, "ci": [max(0.0, m - 0.1), min(1.0, m + 0.1)]}
+
+        return {"by_carry": {carry: {str(k): {"success": rate(0.1 * k), "success_by_position": [
+            rate(0.1 * j) for j in range(k)], "invalid_format_rate": 0.0} for k in eval_K} for carry in module.CARRY}}
+
+    report = {
+        "preset": {"eval_K": eval_K, "seed": 0},
+        "arms": {arm: {"curve": [{"step": s, "success/pos0": 0.1 * s, "success/pos1": 0.05 * s} for s in range(7)]}
+                 for arm in ("skillrise", "grpo")},
+        "evaluations": {"untrained": evaluation(0.0), "skillrise": evaluation(0.2), "grpo": evaluation(0.1)},
+        "ceilings": {"ignore_document": [0.3] * 6, "perfect_curator": [0.3] + [1.0] * 5},
+    }
+    paths = module.plots(report)
+    assert sorted(Path(p).name for p in paths) == sorted(p.name for p in tmp_path.iterdir()) == [
+        "transfer_learning_curves.png", "transfer_success_by_position.png", "transfer_success_vs_K.png"]
+    curves, by_position, vs_K = figures
+    for fig in figures:
+        for ax in fig.axes:
+            _assert_integer_xticks(ax)
+    assert list(by_position.axes[0].get_xticks()) == [1, 2, 3, 4, 5, 6]
+    assert len(_bands(by_position.axes[0])) == 3  # one band per arm
+    assert [ax.get_title() for ax in vs_K.axes] == [f"carry {m}" for m in module.CARRY]  # carry modes side by side
+    assert all(list(ax.get_xticks()) == eval_K and len(_bands(ax)) == 3 for ax in vs_K.axes)

@@ -30,12 +30,28 @@ from skillrise_gym.bench.store import OutputError, RunDirError
 EXIT_OK, EXIT_USAGE, EXIT_AGENT, EXIT_ENV, EXIT_OUTPUT, EXIT_INTERRUPTED = 0, 2, 3, 4, 5, 130
 
 
+class _DefaultsOnceFormatter(argparse.HelpFormatter):
+    """Appends "(default: X)" to a flag's help only where it says something: not when the help already
+    states its default in words, nor for a None or empty default, nor for on/off switches."""
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        help_text = action.help or ""
+        default = action.default
+        if ("default" in help_text.lower() or not action.option_strings or default is None
+                or default is argparse.SUPPRESS or isinstance(default, bool) or default in ([], "")):
+            return help_text
+        shown = " ".join(map(str, default)) if isinstance(default, (list, tuple)) else str(default)
+        return f"{help_text} (default: {shown.replace('%', '%%')})"
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="skillrise-bench", description=__doc__.split("\n\n")[0],
-                                formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+                                formatter_class=_DefaultsOnceFormatter)
     run = p.add_argument_group("what to measure")
     run.add_argument("--env", required=True, choices=list(ENVS), help="benchmark (toy: the unit-test backend)")
-    run.add_argument("--agent", required=True, choices=["expert", "random", "openai", "hf"])
+    run.add_argument("--agent", required=True, choices=["expert", "random", "openai", "hf"],
+                     help="expert (the backend's scripted expert), random, openai (an OpenAI-compatible "
+                     "server), hf (local transformers)")
     run.add_argument("--K", type=int, nargs="+", default=[1, 2, 4, 6], help="sequence lengths")
     run.add_argument("--mode", choices=["cross", "repeat"], default="cross",
                      help="cross: K tasks of a family, easy to hard; repeat: one task K times (Pass@k)")
@@ -64,8 +80,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     llm = p.add_argument_group("openai and hf agents")
     llm.add_argument("--model", default=None, help="openai: the served model name; hf: smollm2 (default), tiny, or a path")
-    llm.add_argument("--temperature", type=float, default=0.0)
-    llm.add_argument("--top-p", type=float, default=None)
+    llm.add_argument("--temperature", type=float, default=0.0, help="sampling temperature (0: greedy)")
+    llm.add_argument("--top-p", type=float, default=None,
+                     help="nucleus sampling (default: the server's for openai, 1.0 for hf)")
     llm.add_argument("--max-tokens", type=int, default=512, help="completion tokens per call")
     llm.add_argument("--base-url", default=None, help="openai: e.g. http://127.0.0.1:8000/v1")
     llm.add_argument("--api-key-env", default="OPENAI_API_KEY",

@@ -1,7 +1,15 @@
-"""Bench metrics from per-sequence results, with seeded bootstrap confidence intervals.
+"""Bench metrics from per-sequence results, with 95% confidence intervals.
 
-The unit of resampling is the sequence (tasks of one sequence share a family and a skill document, so
-they are not independent). All rates are fractions in [0, 1].
+The unit of a CI is the sequence (tasks of one sequence share a family and a skill document, so they are
+not independent). All rates are fractions in [0, 1]. Every statistic is {"mean", "ci": [low, high],
+"method"}, where "method" says how its CI was made:
+
+- "wilson": a success rate whose per-sequence values are all 0 or 1 (success or Pass@k at one position;
+  overall success when K = 1, or when every sequence solved all or none of its tasks): the Wilson score
+  interval for that many successes out of n sequences. Unlike a bootstrap it is never zero-width: 20/20 is
+  [0.839, 1], not [1, 1].
+- "bootstrap": any other mean (overall success from fractional per-sequence means, scores, steps, seconds,
+  paired differences): a seeded percentile bootstrap over the sequences.
 
 Per K:
 - success / score per task position, and overall (mean over every task of every sequence);
@@ -17,12 +25,34 @@ bootstrapped over the sequences finished in both.
 
 from __future__ import annotations
 
+from statistics import NormalDist
 from typing import Any, Mapping, Sequence
 
 import numpy as np
 
 BOOTSTRAP_SAMPLES = 2000
 CONFIDENCE = 0.95
+#: how the summary's CIs are made (recorded in it as "ci_method"; each statistic also names its own)
+CI_METHOD = ("wilson score interval for success rates of 0/1 outcomes (n = sequences); percentile bootstrap "
+             "over sequences for other means")
+
+
+def wilson_ci(successes: float, n: int, confidence: float = CONFIDENCE) -> tuple[float, float]:
+    """The Wilson score interval of a binomial proportion, `successes` out of `n`; (nan, nan) when n = 0."""
+    if n <= 0:
+        return float("nan"), float("nan")
+    z = NormalDist().inv_cdf(1 - (1 - confidence) / 2)
+    p = successes / n
+    z2n = z * z / n
+    centre = (p + z2n / 2) / (1 + z2n)
+    half = z * np.sqrt(p * (1 - p) / n + z2n / (4 * n)) / (1 + z2n)
+    low = 0.0 if successes <= 0 else max(0.0, centre - half)
+    high = 1.0 if successes >= n else min(1.0, centre + half)
+    return float(low), float(high)
+
+
+def _binary(values: np.ndarray) -> bool:
+    return values.size > 0 and bool(np.all((values == 0) | (values == 1)))
 
 
 def bootstrap_ci(values: np.ndarray, seed: int = 0, samples: int = BOOTSTRAP_SAMPLES,
@@ -43,13 +73,24 @@ def bootstrap_ci(values: np.ndarray, seed: int = 0, samples: int = BOOTSTRAP_SAM
 
 
 def _stat(values: np.ndarray, seed: int) -> dict[str, Any]:
+    """Mean and bootstrap CI of a non-binary quantity (score, steps, seconds, differences)."""
     low, high = bootstrap_ci(values, seed)
-    return {"mean": float(np.mean(values)), "ci": [float(low), float(high)]}
+    return {"mean": float(np.mean(values)), "ci": [float(low), float(high)], "method": "bootstrap"}
+
+
+def _rate(values: np.ndarray, seed: int) -> dict[str, Any]:
+    """Mean and CI of a success rate over sequences (one value in [0, 1] per sequence): Wilson when every
+    value is 0 or 1, else the bootstrap."""
+    values = np.asarray(values, dtype=float)
+    if not _binary(values):
+        return _stat(values, seed)
+    low, high = wilson_ci(float(values.sum()), len(values))
+    return {"mean": float(values.mean()), "ci": [low, high], "method": "wilson"}
 
 
 def _per_position(values: np.ndarray, seed: int) -> list[dict[str, Any]]:
-    low, high = bootstrap_ci(values, seed)
-    return [{"mean": float(m), "ci": [float(a), float(b)]} for m, a, b in zip(values.mean(axis=0), low, high)]
+    """Success rates per column (position or attempt) of a (sequences, positions) array."""
+    return [_rate(column, seed) for column in np.asarray(values, dtype=float).T]
 
 
 def summarize_block(results: Sequence[Mapping[str, Any]], K: int, mode: str, seed: int = 0) -> dict[str, Any]:
@@ -68,7 +109,7 @@ def summarize_block(results: Sequence[Mapping[str, Any]], K: int, mode: str, see
     curate_calls = sum(r.get("curate_calls", 0) for r in results)
     invalid_solve = sum(r.get("invalid_format_solve", 0) for r in results)
     block.update(
-        success=_stat(success.mean(axis=1), seed),
+        success=_rate(success.mean(axis=1), seed),
         score=_stat(score.mean(axis=1), seed),
         success_by_position=_per_position(success, seed),
         score_by_position=_per_position(score, seed),
@@ -99,6 +140,7 @@ def summarize(results: Sequence[Mapping[str, Any]], Ks: Sequence[int], mode: str
     return {
         "mode": mode,
         "confidence": CONFIDENCE,
+        "ci_method": CI_METHOD,
         "bootstrap_samples": BOOTSTRAP_SAMPLES,
         "blocks": blocks,
         "success_vs_K": [

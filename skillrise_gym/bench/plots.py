@@ -1,7 +1,9 @@
 """PNG plots of a bench summary: success by task position (one line per K) and success against K; for
 several carry modes, the same two side by side (one line per carry mode; one panel per K by position).
 
-matplotlib runs on the Agg backend (no display needed); figures are closed after saving.
+Every line carries its 95% CI (the summary's "ci": Wilson for success rates, see bench.metrics) as a shaded
+band (a single point: an error bar); positions, attempts and K are integer ticks. matplotlib runs on the
+Agg backend (no display needed); figures are closed after saving.
 """
 
 from __future__ import annotations
@@ -13,6 +15,9 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402  (after choosing the backend)
+from matplotlib.ticker import MaxNLocator  # noqa: E402
+
+BAND_ALPHA = 0.2
 
 
 def _errors(items: list[Mapping[str, Any]]) -> tuple[list[float], list[list[float]]]:
@@ -22,16 +27,42 @@ def _errors(items: list[Mapping[str, Any]]) -> tuple[list[float], list[list[floa
     return means, [lower, upper]
 
 
+def _line_with_band(ax: Any, xs: list[float], items: list[Mapping[str, Any]], label: str, colour: str | None = None,
+                    marker: str = "o") -> None:
+    """The means as a line with markers and their CI as a shaded band of the line's colour (one point: an
+    error bar, a band of one point being invisible)."""
+    means, err = _errors(items)
+    if len(xs) == 1:
+        ax.errorbar(xs, means, yerr=err, marker=marker, color=colour, capsize=3, label=label)
+        return
+    (line,) = ax.plot(xs, means, marker=marker, color=colour, label=label)
+    ax.fill_between(xs, [i["ci"][0] for i in items], [i["ci"][1] for i in items], color=line.get_color(),
+                    alpha=BAND_ALPHA, linewidth=0)
+
+
+def _integer_xticks(ax: Any, ticks: list[int]) -> None:
+    """Ticks at the integer x values drawn (positions, attempts, K); with many, an integer locator."""
+    ticks = sorted(set(int(t) for t in ticks))
+    if 0 < len(ticks) <= 12:
+        ax.set_xticks(ticks)
+    else:
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+
+
 def plot_success_by_position(summary: Mapping[str, Any], path: str | Path, title: str = "") -> Path:
     fig, ax = plt.subplots(figsize=(6, 4), dpi=100)
+    longest = 0
     for block in summary["blocks"]:
         if not block["sequences"]:
             continue
         key = "pass_at_k" if summary["mode"] == "repeat" else None
         items = list(block[key].values()) if key else block["success_by_position"]
-        means, err = _errors(items)
-        xs = list(range(1, len(means) + 1))
-        ax.errorbar(xs, means, yerr=err, marker="o", capsize=3, label=f"K={block['K']} (n={block['sequences']})")
+        xs = list(range(1, len(items) + 1))
+        _line_with_band(ax, xs, items, label=f"K={block['K']} (n={block['sequences']})")
+        longest = max(longest, len(items))
+    _integer_xticks(ax, list(range(1, longest + 1)))
+    if longest:
+        ax.set_xlim(0.5, longest + 0.5)
     ax.set_xlabel("attempt k" if summary["mode"] == "repeat" else "task position")
     ax.set_ylabel("Pass@k" if summary["mode"] == "repeat" else "success rate")
     ax.set_ylim(-0.02, 1.02)
@@ -46,9 +77,8 @@ def plot_success_vs_K(summary: Mapping[str, Any], path: str | Path, title: str =
     fig, ax = plt.subplots(figsize=(6, 4), dpi=100)
     points = summary["success_vs_K"]
     if points:
-        means, err = _errors(points)
-        ax.errorbar([p["K"] for p in points], means, yerr=err, marker="o", capsize=3)
-        ax.set_xticks([p["K"] for p in points])
+        _line_with_band(ax, [p["K"] for p in points], points, label="")
+    _integer_xticks(ax, [p["K"] for p in points] or [b["K"] for b in summary["blocks"]])
     ax.set_xlabel("K (tasks per sequence)")
     ax.set_ylabel("success rate over all positions")
     ax.set_ylim(-0.02, 1.02)
@@ -70,7 +100,7 @@ def _position_items(summary: Mapping[str, Any], block: Mapping[str, Any]) -> lis
 
 
 def plot_carry_success_by_position(summary: Mapping[str, Any], path: str | Path, title: str = "") -> Path:
-    """One panel per K with finished sequences; in each, one line per carry mode (95% CI bars)."""
+    """One panel per K with finished sequences (sharing y); in each, one line per carry mode (95% CI bands)."""
     by_carry = summary["by_carry"]
     Ks = [K for K in summary["K"]
           if any(b["K"] == K and b["sequences"] for m in by_carry.values() for b in m["blocks"])] or summary["K"][:1]
@@ -81,13 +111,13 @@ def plot_carry_success_by_position(summary: Mapping[str, Any], path: str | Path,
             block = next((b for b in by_carry[mode]["blocks"] if b["K"] == K), None)
             if not block or not block["sequences"]:
                 continue
-            means, err = _errors(_position_items(summary, block))
+            items = _position_items(summary, block)
             offset = (n - (len(modes) - 1) / 2) * 0.08  # modes side by side, not on top of each other
             colour, marker = _carry_style(mode, n)
-            ax.errorbar([x + 1 + offset for x in range(len(means))], means, yerr=err, marker=marker, color=colour,
-                        capsize=3, label=f"{mode} (n={block['sequences']})")
+            _line_with_band(ax, [x + 1 + offset for x in range(len(items))], items,
+                            label=f"{mode} (n={block['sequences']})", colour=colour, marker=marker)
         ax.set_title(f"K={K}")
-        ax.set_xticks(range(1, K + 1))
+        _integer_xticks(ax, list(range(1, K + 1)))
         ax.set_xlim(0.5, K + 0.5)
         ax.set_xlabel("attempt k" if summary["mode"] == "repeat" else "task position")
         ax.set_ylim(-0.02, 1.02)
@@ -100,19 +130,17 @@ def plot_carry_success_by_position(summary: Mapping[str, Any], path: str | Path,
 
 
 def plot_carry_success_vs_K(summary: Mapping[str, Any], path: str | Path, title: str = "") -> Path:
-    """Success over all positions against K, one line per carry mode (95% CI bars)."""
+    """Success over all positions against K, one line per carry mode (95% CI bands)."""
     fig, ax = plt.subplots(figsize=(6, 4), dpi=100)
     modes = list(summary["by_carry"])
     for n, mode in enumerate(modes):
         points = summary["by_carry"][mode]["success_vs_K"]
         if not points:
             continue
-        means, err = _errors(points)
         offset = (n - (len(modes) - 1) / 2) * 0.06
         colour, marker = _carry_style(mode, n)
-        ax.errorbar([p["K"] + offset for p in points], means, yerr=err, marker=marker, color=colour, capsize=3,
-                    label=mode)
-    ax.set_xticks(summary["K"])
+        _line_with_band(ax, [p["K"] + offset for p in points], points, label=mode, colour=colour, marker=marker)
+    _integer_xticks(ax, list(summary["K"]))
     ax.set_xlabel("K (tasks per sequence)")
     ax.set_ylabel("success rate over all positions")
     ax.set_ylim(-0.02, 1.02)
