@@ -8,7 +8,7 @@ Contenders:
   stock/hash2           ScienceWorldEnv.step with -XX:hashCode=2 -Xmx1g (via JAVA_TOOL_OPTIONS)
   ours/fast             ScienceWorldBackend.step (hash2, 1g heap)
   ours/fast+admissible  ours/fast plus admissible_actions() on every step
-  ours/fast+help        ours/fast plus action_help() on every step (what SequenceEnv does by default)
+  ours/fast+help        ours/fast plus action_grammar() on every step (what SequenceEnv does by default)
   ours/fast-defaulthash ours/fast on a JVM without -XX:hashCode=2
 After an untimed warm-up pass (JIT), all contenders run at the same time, interleaved task by task, so that load from other processes on the
 machine affects them alike. Also: reset (load + first look), JVM start, a fresh JVM per 3-task sequence vs a
@@ -75,7 +75,7 @@ class Ours:
         if self.admissible:
             self.backend.admissible_actions()
         if self.help_text:
-            self.backend.action_help()
+            self.backend.action_grammar()
         return result.done
 
     def pid(self) -> int | None:

@@ -446,7 +446,7 @@ class SequenceEnv(gym.Env):
         return prompts.solve_prompt(
             self.benchmark, skill_document=self.skill_document, task=record.description,
             observation=record.observation, history=record.history, admissible_actions=admissible,
-            action_help=None if admissible else self.backend.action_help(), style=self.prompt_style,
+            action_grammar=None if admissible else self.backend.action_grammar(), style=self.prompt_style,
         )
 
     def _admissible(self) -> tuple[str, ...]:

@@ -45,7 +45,10 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Sequence
+from typing import TYPE_CHECKING, Sequence
+
+if TYPE_CHECKING:
+    from skillrise_gym.backends.base import ActionGrammar
 
 #: the two roles of a turn, by name (records, credit) and by number (``observation["role"]``)
 ROLES = ("solve", "curate")
@@ -84,6 +87,9 @@ class Profile:
     skill_example: str = "first general rule; second general rule"
     #: the example action of compact prompts when no admissible list is shown
     action_example: str = "look around"
+    #: how a backend's `ActionGrammar` is worded where no admissible list is shown ({templates}, {objects}:
+    #: comma-joined); None: the generic wording `GRAMMAR_TEMPLATE`
+    action_grammar: str | None = None
 
 
 PROFILES: dict[str, Profile] = {
@@ -107,6 +113,9 @@ PROFILES: dict[str, Profile] = {
         ),
         history_window=5,
         action_example="search[red shoes]",
+        # the backend's two templates, worded by hand (what a click names is on the page)
+        action_grammar="Actions: search[<query>] on the search page; click[<button, product id or option>] for an "
+        "item listed on the page, e.g. click[buy now].",
     ),
     "scienceworld": Profile(
         agent_role="You are an expert agent in ScienceWorld, a text-based simulation of elementary-school "
@@ -116,6 +125,9 @@ PROFILES: dict[str, Profile] = {
         'substance", "the designated container"',
         history_window=10,
         lowercase_actions=False,
+        # the reference's wording
+        action_grammar="Valid_actions: {templates}, OBJ needs to be replaced with one of the following objects: "
+        "{objects}\nexample: focus on door",
     ),
     "rulebook": Profile(
         agent_role="You sort items into bins by hidden rules.",
@@ -274,6 +286,21 @@ def profile(benchmark: str) -> Profile:
         raise ValueError(f"no prompt profile for benchmark {benchmark!r}; known: {', '.join(PROFILES)}") from None
 
 
+GRAMMAR_TEMPLATE = "Actions: {templates}"
+GRAMMAR_OBJECTS = "; objects: {objects}"
+
+
+def render_action_grammar(benchmark: str, grammar: ActionGrammar | None) -> str | None:
+    """A backend's `ActionGrammar` worded for `benchmark`'s prompts (None for None)."""
+    if grammar is None:
+        return None
+    fields = {"templates": ", ".join(grammar.templates), "objects": ", ".join(grammar.objects)}
+    wording = profile(benchmark).action_grammar
+    if wording is None:
+        wording = GRAMMAR_TEMPLATE + (GRAMMAR_OBJECTS if grammar.objects else "")
+    return wording.format(**fields)
+
+
 def clean_text(text: str) -> str:
     """Text as it may cross the env boundary (actions, documents, observations): line breaks as newlines, no
     control characters other than newline and tab, no lone surrogates (they confuse tokenizers, crash py4j
@@ -310,14 +337,16 @@ def solve_prompt(
     observation: str,
     history: Sequence[Step] = (),
     admissible_actions: Sequence[str] | None = None,
-    action_help: str | None = None,
+    action_grammar: ActionGrammar | None = None,
     style: str = "full",
 ) -> str:
     """The SOLVE prompt. `skill_document` is what crosses tasks: the document (carry "skill"), "" (carry
-    "none"), or `render_experience(...)` (carry "reflect": shown under its own heading)."""
+    "none"), or `render_experience(...)` (carry "reflect": shown under its own heading). `action_grammar`
+    is shown (worded by the benchmark's profile) where there is no admissible list."""
     prof = profile(benchmark)
+    grammar_text = render_action_grammar(benchmark, action_grammar)
     if check_style(style) == "compact":
-        return _compact_solve(prof, skill_document, task, observation, history, admissible_actions, action_help)
+        return _compact_solve(prof, skill_document, task, observation, history, admissible_actions, grammar_text)
     if history:
         shown = min(len(history), prof.history_window)
         history_text = (
@@ -330,7 +359,7 @@ def solve_prompt(
         actions = "\n".join(f"- {a}" for a in admissible_actions)
         example = admissible_actions[0]
     else:
-        actions = action_help or "(no list available: use the commands the environment understands)"
+        actions = grammar_text or "(no list available: use the commands the environment understands)"
         example = "look around" if benchmark != "webshop" else "search[red shoes]"
     if skill_document.startswith(EXPERIENCE_HEADING):  # carry "reflect": the list of earlier reflections
         carried = skill_document.strip()
@@ -348,13 +377,13 @@ def solve_prompt(
 
 
 def _compact_solve(prof: Profile, skill_document: str, task: str, observation: str, history: Sequence[Step],
-                   admissible_actions: Sequence[str] | None, action_help: str | None) -> str:
+                   admissible_actions: Sequence[str] | None, grammar_text: str | None) -> str:
     shown = list(history)[-prof.history_window:]
     history_text = "".join(f"Did: {clip_middle(s.action, 200)} -> {clip_middle(s.observation, 600)}\n" for s in shown)
     if admissible_actions:
         actions = " | ".join(admissible_actions)
     else:
-        actions = action_help or "(the commands the environment understands)"
+        actions = grammar_text or "(the commands the environment understands)"
     # the example answer is a concrete action: small models copy it, so never a template like search[<your query>]
     concrete = [a for a in admissible_actions or () if "<" not in a]
     example = concrete[0] if concrete else prof.action_example

@@ -3,6 +3,7 @@
 import pytest
 
 from skillrise_gym import prompts
+from skillrise_gym.backends.base import ActionGrammar
 from skillrise_gym.prompts import EMPTY_SKILL_PLACEHOLDER, Step, parse_action, parse_skill
 
 
@@ -85,12 +86,36 @@ def test_solve_prompt_has_every_part():
         assert part in text
 
 
-def test_solve_prompt_history_window_and_action_help():
+def test_solve_prompt_history_window_and_action_grammar():
     history = [Step(f"a{i}", f"o{i}") for i in range(30)]
+    grammar = ActionGrammar(templates=("search[<your query>]", "click[<button, product id or option>]"))
     text = prompts.solve_prompt("webshop", skill_document="doc", task="t", observation="o",
-                                history=history, admissible_actions=None, action_help="search[...] or click[...]")
+                                history=history, admissible_actions=None, action_grammar=grammar)
     assert "last 5 of 30" in text and "[Step 30] Action: a29" in text and "a24" not in text
-    assert "search[...] or click[...]" in text and "doc" in text
+    assert "\nActions: search[<query>] on the search page; click[<button, product id or option>]" in text
+    assert "doc" in text
+    # an admissible list, when there is one, is shown instead of the grammar
+    listed = prompts.solve_prompt("webshop", skill_document="doc", task="t", observation="o",
+                                  admissible_actions=["click[buy now]"], action_grammar=grammar)
+    assert "- click[buy now]" in listed and "on the search page" not in listed
+
+
+def test_action_grammar_wording_lives_in_the_profiles():
+    """Backends give templates and objects as data; the words are the prompts' (the reference's wording for
+    ScienceWorld, byte for byte as it was when backends wrote it)."""
+    grammar = ActionGrammar(templates=("open OBJ", "look around"), objects=("door", "agent"))
+    assert prompts.render_action_grammar("scienceworld", grammar) == (
+        "Valid_actions: open OBJ, look around, OBJ needs to be replaced with one of the following objects: "
+        "door, agent\nexample: focus on door")
+    assert prompts.render_action_grammar("webshop", grammar) == (
+        "Actions: search[<query>] on the search page; click[<button, product id or option>] for an item listed "
+        "on the page, e.g. click[buy now].")
+    assert prompts.render_action_grammar("toy", grammar) == "Actions: open OBJ, look around; objects: door, agent"
+    assert prompts.render_action_grammar("toy", ActionGrammar(templates=("any word",))) == "Actions: any word"
+    assert prompts.render_action_grammar("scienceworld", None) is None
+    compact = prompts.solve_prompt("scienceworld", skill_document="", task="t", observation="o",
+                                   action_grammar=grammar, style="compact")
+    assert "Valid_actions: open OBJ, look around" in compact
 
 
 def test_curate_prompt_includes_task_trajectory_and_outcome():

@@ -13,6 +13,7 @@ import pytest
 pytest.importorskip("scienceworld")
 pytest.importorskip("psutil")  # the no-JVM-left check (conftest) needs it
 
+from skillrise_gym import prompts  # noqa: E402
 from skillrise_gym.backends import EngineError, MissingDependencyError, make_backend  # noqa: E402
 from skillrise_gym.backends.scienceworld import ScienceWorldBackend  # noqa: E402
 from skillrise_gym.backends.scienceworld.backend import UNKNOWN_ACTION  # noqa: E402
@@ -153,13 +154,16 @@ def test_bad_actions_and_wrong_focus(backend):
     assert result.info["failed"] and result.info["score01"] == 0.0
 
 
-def test_action_help_lists_templates_and_objects(backend):
+def test_action_grammar_lists_templates_and_objects(backend):
     backend.reset(task(backend, "boil", "dev"))
     templates, objects = backend.action_templates()
     assert "open OBJ" in templates and "look around" in templates
     assert "agent" in objects or any("agent" in o for o in objects)
-    help_text = backend.action_help()
-    assert help_text.startswith("Valid_actions: ") and "OBJ needs to be replaced" in help_text
+    grammar = backend.action_grammar()
+    assert grammar.templates == tuple(templates) and grammar.objects == tuple(objects)
+    help_text = prompts.render_action_grammar("scienceworld", grammar)
+    assert help_text == (f"Valid_actions: {', '.join(templates)}, OBJ needs to be replaced with one of the following "
+                         f"objects: {', '.join(objects)}\nexample: focus on door")
     valid = backend.admissible_actions()
     assert "look around" in valid and len(valid) > 20
 
@@ -202,7 +206,7 @@ def test_stepping_without_a_task(backend):
     fresh = ScienceWorldBackend()
     with pytest.raises(RuntimeError, match="reset"):
         fresh.step("look around")
-    assert fresh.action_help() is None and fresh.expert_action() is None
+    assert fresh.action_grammar() is None and fresh.expert_action() is None
     fresh.close()
     fresh.close()  # idempotent
 

@@ -79,7 +79,7 @@ def test_killed_jvm_is_an_engine_error_then_restarts():
         # The lost task stays lost (never a silent success or failure) until the next reset.
         with pytest.raises(EngineError):
             backend.step("look around")
-        assert backend.expert_action() is None and backend.action_help() is None
+        assert backend.expert_action() is None and backend.action_grammar() is None
         result = backend.reset(boil(1))
         assert result.observation.startswith("This room is called") and backend.jvm_starts == 2
         assert backend.jvm_pid != first_pid

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from skillrise_gym.backends import BACKENDS
-from skillrise_gym.backends.base import Backend, StepResult
+from skillrise_gym.backends.base import ActionGrammar, Backend, StepResult
 from skillrise_gym.tasks import Task
 from skillrise_train.config import TrainConfig
 
@@ -55,8 +55,8 @@ class SignalBackend(Backend):
     def admissible_actions(self) -> list[str]:
         return []
 
-    def action_help(self) -> str:
-        return "any word"
+    def action_grammar(self) -> ActionGrammar:
+        return ActionGrammar(templates=("any word",))
 
     def expert_action(self) -> str | None:
         return "apple"

@@ -13,6 +13,7 @@ import typing
 from typing import Any
 
 from skillrise_gym.backends.base import (
+    ActionGrammar,
     Backend,
     ConfigurationError,
     DataNotFoundError,
@@ -144,6 +145,7 @@ def require(module: str, extra: str, what: str) -> None:
 
 __all__ = [
     "BACKENDS",
+    "ActionGrammar",
     "Backend",
     "ConfigurationError",
     "DataNotFoundError",

@@ -65,6 +65,17 @@ class StepResult:
     info: dict[str, Any] = field(default_factory=dict)
 
 
+@dataclass(frozen=True)
+class ActionGrammar:
+    """The command grammar of a state, as data: where a benchmark has no admissible list (or it is too
+    expensive), what a prompt can show instead. `templates` are command shapes ("open OBJ", "search[<query>]"),
+    `objects` what fills their slots now (may be empty). How it is worded is the prompts' business
+    (`prompts.render_action_grammar`), never the backend's."""
+
+    templates: tuple[str, ...]
+    objects: tuple[str, ...] = ()
+
+
 class Backend(ABC):
     """One engine. Subclasses set the class attributes and implement the abstract methods."""
 
@@ -75,7 +86,7 @@ class Backend(ABC):
     #: default per-task step limit used by `SequenceEnv` when `max_task_steps` is not given
     default_max_task_steps: ClassVar[int]
     #: whether `SequenceEnv` asks for admissible actions every step unless told otherwise (a backend whose
-    #: list is expensive, like ScienceWorld's, sets False and offers `action_help` instead)
+    #: list is expensive, like ScienceWorld's, sets False and offers `action_grammar` instead)
     admissible_by_default: ClassVar[bool] = True
     #: prompt style `SequenceEnv` renders unless told otherwise (`prompts.STYLES`: "full" or "compact")
     prompt_style: ClassVar[str] = "full"
@@ -124,9 +135,9 @@ class Backend(ABC):
         """Actions the engine accepts now, or None when the benchmark has no such list."""
         return None
 
-    def action_help(self) -> str | None:
-        """A short text describing the command grammar for prompts (e.g. action templates and objects),
-        or None when the admissible list (or nothing) serves."""
+    def action_grammar(self) -> ActionGrammar | None:
+        """The command grammar of the current state (templates and objects) for prompts that show no
+        admissible list, or None when the admissible list (or nothing) serves."""
         return None
 
     def expert_action(self) -> str | None:

@@ -1,4 +1,7 @@
-"""The ScienceWorld backend: the real simulator (the `scienceworld` package's JVM, through py4j).
+"""`ScienceWorldBackend`: ScienceWorld's tasks on the real simulator, as a `Backend` (tasks, splits, families,
+options, difficulty, episodes and their `StepResult`s). The simulator itself (the `scienceworld` package's JVM,
+through py4j: loading, the fast step, the action lists and their RNG convention, gold paths) is engine.py's
+`ScienceWorldEngine`.
 
 Conventions (see docs/scienceworld.md for the user-facing version):
 
@@ -7,39 +10,33 @@ Conventions (see docs/scienceworld.md for the user-facing version):
 * Success is score >= 100 (the engine's own completion). A negative score (the wrong-focus failure, -100)
   ends the task as a failure. The engine's tick-based step limit is not applied: `SequenceEnv` counts
   agent steps (`default_max_task_steps` = 30, as the reference).
-* Fast step: the engine's agent interface directly, plus score, completion and move count. The stock
-  `ScienceWorldEnv.step` also fetches look, inventory, task description and the valid-action list on
-  every step, and the engine's own wrapper computes a look, an inventory and every visible referent for
-  its history and debug output (see `_engine_step`).
-* RNG convention: computing the valid-action list draws from the simulator's global RNG (and bees, wandering
-  animals... draw from it on every tick). `admissible_actions()` and `action_help()` save and restore that
-  RNG, so asking for them never changes what happens next: the world evolves exactly as if they were never
-  called. (The stock `step`, which computes the list on every step, therefore diverges from us on the
-  tasks whose ticks use the RNG: grow-fruit and the mendelian-genetics tasks.)
-* Determinism: one JVM is reused across tasks, started with -XX:hashCode=2, under which worlds do not
-  depend on load history (the same task plays identically whatever was loaded before, in any process).
+* Steps go to the engine's agent interface directly (engine.py's fast step). `admissible_actions()` and
+  `action_grammar()` save and restore the simulator's RNG, so asking for them never changes what happens next
+  (engine.py's RNG convention). One JVM is reused across tasks, started with -XX:hashCode=2, under which
+  worlds do not depend on load history.
+* Engine failures raise `EngineError`; the task in flight is then lost (steps raise until the next reset,
+  which starts a new JVM if the old one died).
 """
 
 from __future__ import annotations
 
-import logging
 import re
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Sequence
+from typing import Any, Callable, ClassVar, Sequence
 
 from skillrise_gym.backends import require
-from skillrise_gym.backends.base import Backend, EngineError, StepResult
+from skillrise_gym.backends.base import ActionGrammar, Backend, EngineError, StepResult
 from skillrise_gym.backends.scienceworld import catalog
+from skillrise_gym.backends.scienceworld.engine import (  # noqa: F401  (re-exported: imported from here)
+    EMPTY_OBSERVATION,
+    UNKNOWN_ACTION,
+    WRAPPER_COMMANDS,
+    JVMGone,
+    ScienceWorldEngine,
+)
 from skillrise_gym.backends.scienceworld.jvm import ScienceWorldJVM, find_java
 from skillrise_gym.tasks import Task
 
-logger = logging.getLogger(__name__)
-
-UNKNOWN_ACTION = "No known action matches that input."
-#: inputs that the engine's Python-facing wrapper answers itself, without the agent interface
-WRAPPER_COMMANDS = frozenset({"help", "objects", "task"})
-#: what the wrapper answers when the agent interface returns an empty observation
-EMPTY_OBSERVATION = "Unknown action.  Type 'help' for a list of actions, and 'objects' for a list of possible object referents."
 SIMPLIFICATIONS = ("teleportAction", "selfWateringFlowerPots", "openContainers", "openDoors", "noElectricalAction")
 FAMILY_MODES = ("task", "topic")
 DIFFICULTY_MODES = ("cached", "gold", "fallback")
@@ -73,6 +70,23 @@ class _Episode:
     gold: list[str] | None = None
 
 
+class _OnEngine:
+    """A backend attribute kept on its `ScienceWorldEngine` (so setting, e.g., `call_timeout` on the backend
+    reaches the next JVM it starts)."""
+
+    def __init__(self, name: str | None = None) -> None:
+        self.name = name
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.name = self.name or name
+
+    def __get__(self, obj: Any, objtype: type | None = None) -> Any:
+        return self if obj is None else getattr(obj._sim, self.name)
+
+    def __set__(self, obj: Any, value: Any) -> None:
+        setattr(obj._sim, self.name, value)
+
+
 class ScienceWorldBackend(Backend):
     """ScienceWorld on its JVM. Options (all keyword, all passed through `backend_options` of `gym.make`):
 
@@ -84,13 +98,24 @@ class ScienceWorldBackend(Backend):
         disk, else the fallback: orders change as the cache fills), "gold" (compute missing gold paths in
         `list_tasks`: slow, 0.1-9 s per variation).
     max_heap: JVM -Xmx value (default "1g"; None for the JVM default, which grows to several GB).
-    deterministic: start the JVM with -XX:hashCode=2 (default True; see module docstring).
+    deterministic: start the JVM with -XX:hashCode=2 (default True; see engine.py's docstring).
     jvm_options: extra JVM options.
     java: path or name of the java executable (default: $SCIWORLD_JAVA_HOME, $JAVA_HOME, then PATH).
     call_timeout: seconds one engine call may take before the JVM is declared hung and killed.
     max_action_chars: longer actions are answered with the engine's unknown-action message without being
         sent (no ScienceWorld action is anywhere near this long).
     """
+
+    java = _OnEngine()
+    max_heap = _OnEngine()
+    deterministic = _OnEngine()
+    jvm_options = _OnEngine()
+    call_timeout = _OnEngine()
+    max_action_chars = _OnEngine()
+    #: how many JVMs this backend has started (the first, plus restarts after crashes)
+    jvm_starts = _OnEngine("starts")
+    #: the current JVM (None before the first start or after close)
+    _jvm = _OnEngine("jvm")
 
     benchmark: ClassVar[str] = "scienceworld"
     splits: ClassVar[tuple[str, ...]] = catalog.SPLITS
@@ -144,48 +169,35 @@ class ScienceWorldBackend(Backend):
         self.task_names = [catalog.check_task_name(t) for t in tasks] if tasks else catalog.task_names()
         self.difficulty_mode = difficulty
         self.validate_options({"max_heap": max_heap})
-        self.max_heap = max_heap
-        self.deterministic = deterministic
-        self.jvm_options = tuple(jvm_options)
-        self.java = find_java(java)  # fail now, with the fix in the message, rather than at the first reset
-        self.call_timeout = call_timeout
-        self.max_action_chars = max_action_chars
-        self._jvm: ScienceWorldJVM | None = None
-        #: the loaded world's AgentInterface (fast steps go to it directly; replaced on every load)
-        self._agent: Any = None
+        #: the simulator: its JVM and the world loaded in it (also holds the JVM settings above)
+        self._sim = ScienceWorldEngine(
+            java=find_java(java),  # fail now, with the fix in the message, rather than at the first reset
+            max_heap=max_heap,
+            deterministic=deterministic,
+            jvm_options=jvm_options,
+            call_timeout=call_timeout,
+            max_action_chars=max_action_chars,
+        )
         self._episode: _Episode | None = None
         #: why the last task was lost to an engine failure (steps then raise EngineError until the next reset)
         self._lost: str | None = None
         self._last_description: str | None = None
         self._splits: dict[str, dict[str, list[int]]] | None = None
         self._max_variations: dict[str, int] = {}
-        #: how many JVMs this backend has started (the first, plus restarts after crashes)
-        self.jvm_starts = 0
 
     # ------------------------------------------------------------------ JVM
     def _engine(self) -> ScienceWorldJVM:
         """The running JVM, starting one (or a replacement for a dead one) when needed."""
-        if self._jvm is None or not self._jvm.alive:
-            if self._jvm is not None:
-                logger.warning("ScienceWorld JVM is gone (%s); starting a new one", self._jvm.dead_reason)
-                self._jvm.close()
-            self._jvm = ScienceWorldJVM(
-                java=self.java,
-                max_heap=self.max_heap,
-                deterministic=self.deterministic,
-                extra_jvm_options=self.jvm_options,
-                call_timeout=self.call_timeout,
-            )
-            self.jvm_starts += 1
-        return self._jvm
+        return self._sim.running()
 
-    def _live_engine(self) -> ScienceWorldJVM:
-        """The JVM holding the current task; never restarts one (a new JVM has lost the task)."""
-        if self._jvm is None or not self._jvm.alive:
-            reason = self._jvm.dead_reason if self._jvm is not None else "not started"
-            self._lose_episode(f"the ScienceWorld JVM holding this task is gone ({reason})")
-            raise EngineError(f"{self._lost}; reset to continue")
-        return self._jvm
+    def _engine_call(self, fn: Callable[..., Any], *args: Any) -> Any:
+        """Call the simulator; a JVM found gone loses the task in flight, if any (a new JVM would not hold it:
+        steps raise `EngineError` until the next reset)."""
+        try:
+            return fn(*args)
+        except JVMGone as exc:
+            self._lose_episode(str(exc))
+            raise EngineError(f"{self._lost}; reset to continue") from None
 
     def _lose_episode(self, reason: str) -> None:
         if self._episode is not None:
@@ -195,15 +207,13 @@ class ScienceWorldBackend(Backend):
     @property
     def jvm_pid(self) -> int | None:
         """Process id of the current JVM (None before the first start or after close)."""
-        return self._jvm.pid if self._jvm is not None and self._jvm.alive else None
+        return self._sim.pid
 
     def __getstate__(self) -> dict:
-        return self.state_unless_live(self._jvm is not None, "its engine is a JVM in another process, reached through a py4j socket")
+        return self.state_unless_live(self._sim.jvm is not None, "its engine is a JVM in another process, reached through a py4j socket")
 
     def close(self) -> None:
-        if self._jvm is not None:
-            self._jvm.close()
-            self._jvm = None
+        self._sim.close()
         self._episode = None
 
     # ------------------------------------------------------------------ tasks
@@ -212,29 +222,10 @@ class ScienceWorldBackend(Backend):
         if self._splits is None:
             data = catalog.load_cached_splits()
             if data is None:
-                data = self._read_splits_from_engine()
+                data = self._sim.read_splits()
                 catalog.save_splits(data)
             self._splits = data
         return self._splits
-
-    def _read_splits_from_engine(self) -> dict[str, dict[str, list[int]]]:
-        jvm = self._engine()
-        server = jvm.server
-        set_task = getattr(server, "taskStr_$eq")
-        previous = jvm.call("taskStr", server.taskStr)
-        data: dict[str, dict[str, list[int]]] = {}
-        for name in catalog.task_names():
-            jvm.call("set task", set_task, name)
-            data[name] = {
-                split: _parse_int_list(jvm.call(f"variations of {name}", getter().toString))
-                for split, getter in (
-                    ("train", server.getVariationsTrain),
-                    ("dev", server.getVariationsDev),
-                    ("test", server.getVariationsTest),
-                )
-            }
-        jvm.call("set task", set_task, previous)
-        return data
 
     def max_variations(self, task_name: str) -> int:
         if task_name not in self._max_variations:
@@ -308,25 +299,13 @@ class ScienceWorldBackend(Backend):
         """Load a fresh world and make the first move ("look around", as the stock reset does).
 
         Returns that move's (observation, score, done, moves): some tasks give partial credit at once."""
-        from py4j.protocol import Py4JJavaError
-
-        jvm = self._engine()
-        self._agent = None
-        try:
-            error = jvm.call("load", jvm.server.load, name, variation, simplifications, False)
-        except Py4JJavaError as exc:
-            raise ValueError(f"ScienceWorld refused to load {name} variation {variation}: {exc.java_exception}") from None
-        if error:
-            raise ValueError(f"ScienceWorld refused to load {name} variation {variation}: {error}")
-        self._agent = jvm.call("load", lambda: jvm.server.agentInterface().get())
-        return self._engine_step("look around")
+        return self._engine_call(self._sim.load, name, variation, simplifications)
 
     def reset(self, task: Task) -> StepResult:
         name, variation, simplifications = self._task_args(task)
         self._episode, self._lost = None, None
         observation, score, done, moves = self._load(name, variation, simplifications)
-        jvm = self._engine()
-        description = jvm.call("task description", jvm.server.getTaskDescription)
+        description = self._sim.task_description()
         self._episode = _Episode(
             task=task,
             task_name=name,
@@ -343,42 +322,8 @@ class ScienceWorldBackend(Backend):
         return StepResult(observation=observation, score=float(score), done=done, success=score >= 100, info=info)
 
     def _engine_step(self, action: str) -> tuple[str, int, bool, int]:
-        """One transition: (observation, score -100..100, done, moves).
-
-        The engine's `PythonInterface.step` wraps `AgentInterface.step` with work we do not need on every
-        step: a look and an inventory for its run history, and the referents of every visible object for a
-        debug print. We call the agent interface directly (and keep the wrapper's score and completion
-        fields up to date), except for the few inputs the wrapper answers itself. Observations, scores and
-        the RNG stream are the same as through the wrapper (tests compare with the stock step).
-        """
-        from py4j.protocol import Py4JJavaError
-
-        jvm = self._live_engine()
-        server = jvm.server
-        if len(action) > self.max_action_chars:
-            return UNKNOWN_ACTION, int(round(100 * jvm.call("score", server.getScore))), False, int(
-                jvm.call("moves", server.getNumMoves)
-            )
-        try:
-            if self._agent is None or action.strip().lower() in WRAPPER_COMMANDS:
-                observation = jvm.call("step", server.step, action)
-                raw_score = float(jvm.call("score", server.getScore))
-                completed = bool(jvm.call("completed", server.getCompleted))
-            else:
-                result = jvm.call("step", self._agent.step, action)
-                observation = jvm.call("step", result._1) or EMPTY_OBSERVATION
-                raw_score = float(jvm.call("score", result._2))
-                completed = bool(jvm.call("completed", result._3))
-                jvm.call("score", getattr(server, "score_$eq"), raw_score)
-                jvm.call("completed", getattr(server, "isComplete_$eq"), completed)
-            moves = int(jvm.call("moves", server.getNumMoves))
-        except Py4JJavaError as exc:
-            # The engine threw inside its own step: the world may be half-updated, so the task is lost.
-            raise EngineError(f"ScienceWorld raised an exception on action {action[:80]!r}: {exc.java_exception}") from None
-        score = int(round(100 * raw_score))
-        # A negative score is the engine's task failure (e.g. focusing on the wrong object); the stock
-        # wrapper ends the episode on it, and so do we.
-        return str(observation), score, completed or score < 0, moves
+        """One transition: (observation, score -100..100, done, moves), by engine.py's fast step."""
+        return self._engine_call(self._sim.step, action)
 
     def _info(self, score: int, previous: int, moves: int) -> dict[str, Any]:
         ep = self._episode
@@ -422,16 +367,11 @@ class ScienceWorldBackend(Backend):
         return self._require_episode().description
 
     # ------------------------------------------------------------------ action lists
-    def _without_rng_side_effects(self, fn: Any) -> Any:
-        """Run `fn` and restore the simulator's global RNG, so observing the world never changes its future."""
-        jvm = self._live_engine()
+    def _observe(self, query: Callable[[], Any]) -> Any:
+        """Run a query that leaves the world as it was (engine.py's RNG convention); an engine failure loses
+        the task in flight."""
         try:
-            state = jvm.call("read RNG", jvm.rng_state)
-            try:
-                return fn()
-            finally:
-                if jvm.alive:
-                    jvm.call("restore RNG", jvm.set_rng_state, state)
+            return self._engine_call(query)
         except EngineError as exc:
             self._lose_episode(str(exc))
             raise
@@ -439,36 +379,23 @@ class ScienceWorldBackend(Backend):
     def admissible_actions(self) -> list[str]:
         """The engine's full valid action list for the current state (slow: 10-100 ms)."""
         self._require_episode()
-        jvm = self._live_engine()
-        return self._without_rng_side_effects(
-            lambda: jvm.call("valid actions", lambda: jvm.strings(jvm.server.getValidActionObjectCombinations())),
-        )
+        return self._observe(self._sim.valid_actions)
 
     def action_templates(self) -> tuple[list[str], list[str]]:
         """(action templates such as "open OBJ", objects visible now): two cheap calls."""
         self._require_episode()
-        jvm = self._live_engine()
+        return self._observe(self._sim.action_templates)
 
-        def fetch() -> tuple[list[str], list[str]]:
-            templates = jvm.call("action templates", lambda: jvm.strings(jvm.server.getPossibleActions()))
-            objects = jvm.call("objects", lambda: jvm.strings(jvm.server.getPossibleObjects()))
-            return templates, objects
-
-        return self._without_rng_side_effects(fetch)
-
-    def action_help(self) -> str | None:
-        """Action templates and current objects, in the reference's prompt wording (None when no task is
-        being played, e.g. after an engine failure: it is a prompt aid, and the failure is reported by step)."""
+    def action_grammar(self) -> ActionGrammar | None:
+        """Action templates and current objects (None when no task is being played, e.g. after an engine
+        failure: it is a prompt aid, and the failure is reported by step)."""
         if self._episode is None:
             return None
         try:
             templates, objects = self.action_templates()
         except EngineError:
             return None
-        return (
-            f"Valid_actions: {', '.join(templates)}, OBJ needs to be replaced with one of the following objects: "
-            f"{', '.join(objects)}\nexample: focus on door"
-        )
+        return ActionGrammar(templates=tuple(templates), objects=tuple(objects))
 
     # ------------------------------------------------------------------ expert
     def gold_actions(self, task_name: str, variation: int, simplifications: str | None = None) -> list[str]:
@@ -484,22 +411,7 @@ class ScienceWorldBackend(Backend):
         cached = catalog.read_gold(simplifications, self.deterministic, task_name, variation)
         if cached is not None:
             return cached
-        from py4j.protocol import Py4JJavaError
-
-        jvm = ScienceWorldJVM(java=self.java, max_heap=self.max_heap, deterministic=self.deterministic,
-                              extra_jvm_options=self.jvm_options, call_timeout=self.call_timeout)
-        try:
-            server = jvm.server
-            try:
-                error = jvm.call("gold path", server.load, task_name, variation, simplifications, True)
-            except Py4JJavaError as exc:
-                raise ValueError(f"ScienceWorld could not make a gold path for {task_name} {variation}: "
-                                 f"{exc.java_exception}") from None
-            if error:
-                raise ValueError(f"ScienceWorld could not make a gold path for {task_name} {variation}: {error}")
-            gold = jvm.call("gold path", lambda: jvm.strings(server.getGoldActionSequence()))
-        finally:
-            jvm.close()
+        gold = self._sim.gold_path(task_name, variation, simplifications)
         catalog.write_gold(simplifications, self.deterministic, task_name, variation, gold)
         return gold
 
@@ -521,8 +433,3 @@ class ScienceWorldBackend(Backend):
             return None
         return ep.gold[k]
 
-
-def _parse_int_list(text: str) -> list[int]:
-    """Parse a Java List's toString(), e.g. "[0, 1, 2]" (one transfer instead of one per element)."""
-    inner = text.strip().strip("[]").strip()
-    return [int(part) for part in inner.split(",")] if inner else []

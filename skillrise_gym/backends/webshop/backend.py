@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from typing import Any, ClassVar
 
-from skillrise_gym.backends.base import Backend, StepResult
+from skillrise_gym.backends.base import ActionGrammar, Backend, StepResult
 from skillrise_gym.tasks import Task
 
 SEARCH_PLACEHOLDER = "search[<your query>]"
@@ -182,9 +182,9 @@ class WebShopBackend(Backend):
         actions += [f"click[{c}]" for c in available["clickables"] if c != "search"]
         return actions
 
-    def action_help(self) -> str:
-        return ("Actions: search[<query>] on the search page; click[<button, product id or option>] for an "
-                "item listed on the page, e.g. click[buy now].")
+    def action_grammar(self) -> ActionGrammar:
+        """The two command shapes; what a click names is listed on the page itself."""
+        return ActionGrammar(templates=(SEARCH_PLACEHOLDER, "click[<button, product id or option>]"))
 
     def expert_action(self) -> str | None:
         """Search the goal's query, page through results to the target, pick the goal options, buy.
