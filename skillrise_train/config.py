@@ -16,36 +16,69 @@ from typing import Any
 from skillrise_gym.prompts import STYLES
 
 def option(default: Any, help: str) -> Any:
-    """A config field with its CLI help (HfArgumentParser reads ``metadata["help"]``)."""
+    """A config field with its CLI help (HfArgumentParser passes ``metadata`` to argparse: help only)."""
+    metadata = {"help": help}
     if isinstance(default, (dict, list)):
         kind = type(default)
-        return field(default_factory=lambda: kind(default), metadata={"help": help})
-    return field(default=default, metadata={"help": help})
+        return field(default_factory=lambda: kind(default), metadata=metadata)
+    return field(default=default, metadata=metadata)
+
+
+#: TrainConfig fields that are GRPOConfig fields, and the GRPOConfig field each sets: the whole mapping
+#: (`trainer.make_grpo_config` applies it; tests/test_trl_contract.py checks both sides exist). Our defaults
+#: differ from TRL's where small CPU runs need it (lr 1e-5, weight_decay 0.01, dual_clip 3, entropy_coef 0.001,
+#: max_new_tokens 48, gradient_checkpointing off); any other GRPOConfig field goes through `trl_options`.
+TRL_FIELDS = {
+    "lr": "learning_rate",
+    "weight_decay": "weight_decay",
+    "max_grad_norm": "max_grad_norm",
+    "epsilon": "epsilon",
+    "dual_clip": "delta",
+    "entropy_coef": "entropy_coef",
+    "loss_type": "loss_type",
+    "max_new_tokens": "max_completion_length",
+    "temperature": "temperature",
+    "grad_accum": "gradient_accumulation_steps",
+    "use_vllm": "use_vllm",
+    "vllm_gpu_memory_utilization": "vllm_gpu_memory_utilization",
+    "bf16": "bf16",
+    "gradient_checkpointing": "gradient_checkpointing",
+}
 
 
 class JSONObject(dict):
     """A dict that can also be built from a JSON object's text: ``--backend-options '{"num_products": 200}'``
-    on the command line, a plain dict from Python; anything else is a clear error."""
+    on the command line, a plain dict from Python; anything else is a clear error naming `field_name`."""
+
+    field_name = "backend_options"
+    example = '{"num_products": 200}'
 
     def __init__(self, value: Any = (), **kwargs: Any) -> None:
         if isinstance(value, str):
-            value = parse_json_object(value)
+            value = self.parse(value)
         elif isinstance(value, (int, float, bool)) or value is None:
-            raise argparse.ArgumentTypeError(f"backend_options must be a JSON object or a dict, got {value!r}")
+            raise argparse.ArgumentTypeError(f"{self.field_name} must be a JSON object or a dict, got {value!r}")
         super().__init__(value, **kwargs)
 
+    @classmethod
+    def parse(cls, text: str) -> dict[str, Any]:
+        if not text.strip():
+            return {}
+        try:
+            value = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise argparse.ArgumentTypeError(f"{cls.field_name} must be a JSON object, e.g. '{cls.example}': "
+                                             f"{exc.msg} at character {exc.pos} of {text!r}") from None
+        if not isinstance(value, dict):
+            raise argparse.ArgumentTypeError(f"{cls.field_name} must be a JSON object, got {text!r}")
+        return value
 
-def parse_json_object(text: str) -> dict[str, Any]:
-    if not text.strip():
-        return {}
-    try:
-        value = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise argparse.ArgumentTypeError(f"backend_options must be a JSON object, e.g. '{{\"num_products\": 200}}': "
-                                         f"{exc.msg} at character {exc.pos} of {text!r}") from None
-    if not isinstance(value, dict):
-        raise argparse.ArgumentTypeError(f"backend_options must be a JSON object, got {text!r}")
-    return value
+
+class TRLOptions(JSONObject):
+    """`trl_options`: GRPOConfig fields by TRL's names (checked against GRPOConfig when the trainer is built)."""
+
+    field_name = "trl_options"
+    example = '{"lr_scheduler_type": "cosine"}'
 
 
 ALGOS = ("skillrise", "grpo", "gigpo")
@@ -109,6 +142,7 @@ class TrainConfig:
     generation_batch: int = option(64, 'Most prompts generated in one call (bounds generation memory).')
     record_turns: bool = option(True, 'Write every turn (prompt, response, credit) to output_dir/turns.jsonl.')
     backend_options: JSONObject = option(JSONObject(), 'Backend constructor options, a dict (on the command line as JSON, e.g. \'{"num_products": 200}\').')
+    trl_options: TRLOptions = option(TRLOptions(), 'Any other GRPOConfig field, a dict (JSON on the command line, e.g. \'{"lr_scheduler_type": "cosine", "warmup_steps": 10}\'); fields this config or the trainer sets are refused.')
 
     def __post_init__(self) -> None:
         if self.algo not in ALGOS:
@@ -123,6 +157,7 @@ class TrainConfig:
             raise ValueError(f"advantage_mode must be one of {ADVANTAGE_MODES}, got {self.advantage_mode!r}")
         try:
             self.backend_options = JSONObject(self.backend_options)
+            self.trl_options = TRLOptions(self.trl_options)
         except argparse.ArgumentTypeError as exc:
             raise ValueError(str(exc)) from None
         for name in ("K", "G", "S", "steps", "updates_per_rollout", "max_task_steps", "max_new_tokens", "grad_accum",
@@ -153,7 +188,7 @@ class TrainConfig:
         check_options(self.env, self.backend_options)
 
     def to_dict(self) -> dict[str, Any]:
-        return {**asdict(self), "backend_options": dict(self.backend_options)}
+        return {**asdict(self), "backend_options": dict(self.backend_options), "trl_options": dict(self.trl_options)}
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "TrainConfig":

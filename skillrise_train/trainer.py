@@ -47,8 +47,9 @@ from transformers import TrainerCallback
 
 from skillrise_train.trl_adapter import GRPOAdapter, GRPOConfig, check_trl_version, pad
 
+from skillrise_gym.backends.base import ConfigurationError
 from skillrise_gym.records import write_jsonl
-from skillrise_train.config import TrainConfig
+from skillrise_train.config import TRL_FIELDS, TrainConfig
 from skillrise_train.credit import assign_credit, gigpo_advantages, trained_turns
 from skillrise_train.rollout import Completion, RolloutEngine, RolloutResult, rollout_stats
 
@@ -99,41 +100,45 @@ def resolve_prompt_style(style: str, model: Any) -> str | None:
 
 
 def make_grpo_config(config: TrainConfig, **overrides: Any) -> GRPOConfig:
-    """The GRPOConfig that realises a TrainConfig (the mapping is all in one place)."""
+    """The GRPOConfig that realises a TrainConfig, in three parts: the fields of `config.TRL_FIELDS` (the one
+    mapping of our names to TRL's), what the trainer fixes (`trainer_fixed_trl_args`), and the
+    user's `trl_options` (any other GRPOConfig field; those of the first two parts are refused)."""
+    mapped = {trl: getattr(config, name) for name, trl in TRL_FIELDS.items()}
     use_cpu = not torch.cuda.is_available()
-    args = dict(
+    mapped["delta"] = mapped["delta"] if mapped["delta"] > 0 else None  # dual_clip 0 disables the bound
+    mapped["bf16"] = mapped["bf16"] and not use_cpu
+    mapped["gradient_checkpointing"] = mapped["gradient_checkpointing"] and not use_cpu
+    fixed = trainer_fixed_trl_args(config, use_cpu)
+    check_trl_options(config.trl_options, set(fixed))
+    try:
+        return GRPOConfig(**{**fixed, **mapped, **config.trl_options, **overrides})
+    except (TypeError, ValueError) as exc:
+        if not config.trl_options:
+            raise
+        raise ConfigurationError(f"trl_options {dict(config.trl_options)}: GRPOConfig refused them: {exc}") from None
+
+
+def trainer_fixed_trl_args(config: TrainConfig, use_cpu: bool) -> dict[str, Any]:
+    """GRPOConfig fields the trainer decides (its batching, its rollouts, its checkpoints): not settable."""
+    return dict(
         output_dir=config.output_dir,
-        learning_rate=config.lr,
         lr_scheduler_type="constant",
         warmup_steps=0,
-        weight_decay=config.weight_decay,
-        max_grad_norm=config.max_grad_norm,
         max_steps=config.steps * config.updates_per_rollout,  # TRL counts optimizer steps
         # TRL wants >= 2 generations per prompt; our rows are turns, so these only size the placeholder batches.
         num_generations=2,
         per_device_train_batch_size=2,
-        gradient_accumulation_steps=config.grad_accum,
         # one rollout feeds updates_per_rollout optimizer steps of grad_accum micro-batches each
         steps_per_generation=config.grad_accum * config.updates_per_rollout,
         num_iterations=1,
-        max_completion_length=config.max_new_tokens,
-        temperature=config.temperature,
         top_p=1.0,
         top_k=0,
-        epsilon=config.epsilon,
-        delta=config.dual_clip if config.dual_clip > 0 else None,
-        entropy_coef=config.entropy_coef,
-        loss_type=config.loss_type,
         beta=0.0,  # no KL term, no reference model (as the reference)
         chat_template_kwargs={"enable_thinking": False},
-        use_vllm=config.use_vllm,
         vllm_mode="colocate",
-        vllm_gpu_memory_utilization=config.vllm_gpu_memory_utilization,
         # on-policy single epoch: the old policy is the current one, no importance correction needed
         vllm_importance_sampling_correction=False,
-        bf16=config.bf16 and not use_cpu,
         fp16=False,
-        gradient_checkpointing=config.gradient_checkpointing and not use_cpu,
         use_cpu=use_cpu,
         logging_steps=1,
         save_strategy="steps",
@@ -148,8 +153,34 @@ def make_grpo_config(config: TrainConfig, **overrides: Any) -> GRPOConfig:
         log_completions=False,
         dataloader_num_workers=0,
     )
-    args.update(overrides)
-    return GRPOConfig(**args)
+
+
+#: fixed GRPOConfig fields that follow one of our flags
+FIXED_FROM_FLAGS = {"output_dir": "--output-dir", "seed": "--seed", "data_seed": "--seed", "max_steps": "--steps",
+                    "save_steps": "--save-interval", "steps_per_generation": "--grad-accum and --updates-per-rollout"}
+#: GRPOConfig fields `trl_options` may set although the trainer has a default for them
+TRL_OPTIONS_ALLOWED = frozenset({"lr_scheduler_type", "warmup_steps", "logging_steps", "report_to", "disable_tqdm"})
+
+
+def check_trl_options(options: dict[str, Any], fixed: set[str]) -> None:
+    """`trl_options` names GRPOConfig fields that nothing else sets (ConfigurationError naming the flag to use)."""
+    import difflib
+    from dataclasses import fields as dataclass_fields
+
+    known = {f.name for f in dataclass_fields(GRPOConfig)}
+    ours = {trl: name for name, trl in TRL_FIELDS.items()}
+    for key in options:
+        if key in ours:
+            raise ConfigurationError(f"trl_options: set {key} with --{ours[key].replace('_', '-')}, not trl_options")
+        if key in FIXED_FROM_FLAGS:
+            raise ConfigurationError(f"trl_options: {key} follows {FIXED_FROM_FLAGS[key]}; set that instead")
+        if key in fixed and key not in TRL_OPTIONS_ALLOWED:
+            raise ConfigurationError(f"trl_options: {key} is decided by the trainer (its batching, rollouts or "
+                             "checkpoints; see skillrise_train/trainer.py trainer_fixed_trl_args) and cannot be set")
+        if key not in known:
+            near = difflib.get_close_matches(key, known, n=1)
+            hint = f" (did you mean {near[0]}?)" if near else ""
+            raise ConfigurationError(f"trl_options: {key!r} is not a GRPOConfig field{hint}")
 
 
 class SkillRiseTrainer(GRPOAdapter):

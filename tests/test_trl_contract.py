@@ -124,3 +124,57 @@ def test_gradient_accumulation_with_packing_equals_one_pass(trainer, loss_type, 
         model.zero_grad()
     # a scaling slip would be a factor of 2 on whole micro-batches; this is float summation order
     torch.testing.assert_close(accumulated, one_pass, rtol=1e-3, atol=1e-5)
+
+
+# ------------------------------------------------------------------ TrainConfig -> GRPOConfig
+def test_every_trl_facing_field_names_a_grpo_config_field_and_reaches_it():
+    """Each TrainConfig field of TRL_FIELDS sets the GRPOConfig field it names (no hand mapping), with
+    a type GRPOConfig accepts; the trainer's fixed fields and the mapped ones never overlap."""
+    import dataclasses
+
+    from trl import GRPOConfig
+
+    from skillrise_train.config import TRL_FIELDS, TrainConfig
+    from skillrise_train.trainer import make_grpo_config, trainer_fixed_trl_args
+
+    grpo = {f.name for f in dataclasses.fields(GRPOConfig)}
+    mapping = TRL_FIELDS
+    assert {"lr", "epsilon", "dual_clip", "entropy_coef", "loss_type", "max_new_tokens", "grad_accum"} <= set(mapping)
+    assert set(mapping.values()) <= grpo, set(mapping.values()) - grpo
+    config = TrainConfig(env="toy", output_dir="unused", lr=3e-4, epsilon=0.3, dual_clip=2.5, entropy_coef=0.02,
+                         loss_type="grpo", max_new_tokens=17, grad_accum=2, temperature=0.7, weight_decay=0.05)
+    args = make_grpo_config(config)
+    for ours, theirs in mapping.items():
+        if theirs in ("bf16", "gradient_checkpointing") and not torch.cuda.is_available():
+            assert getattr(args, theirs) is False  # GPU-only switches are off on a CPU
+        else:
+            assert getattr(args, theirs) == getattr(config, ours), (ours, theirs)
+    assert make_grpo_config(TrainConfig(env="toy", output_dir="unused", dual_clip=0)).delta is None  # 0 disables
+    assert not set(mapping.values()) & set(trainer_fixed_trl_args(config, use_cpu=True))
+
+
+def test_trl_options_set_other_grpo_config_fields_and_refuse_what_others_set():
+    from skillrise_gym.backends.base import ConfigurationError
+    from skillrise_train.cli import parse_config
+    from skillrise_train.config import TrainConfig
+    from skillrise_train.trainer import make_grpo_config
+
+    config = parse_config(["--env", "toy", "--trl-options", '{"lr_scheduler_type": "cosine", "warmup_steps": 3, '
+                           '"adam_beta2": 0.98}'])
+    args = make_grpo_config(config)
+    assert (args.lr_scheduler_type, args.warmup_steps, args.adam_beta2) == ("cosine", 3, 0.98)
+    assert make_grpo_config(TrainConfig(env="toy")).lr_scheduler_type == "constant"  # the trainer's default
+    for options, message in [
+        ({"learning_rate": 1.0}, "set learning_rate with --lr"),
+        ({"max_completion_length": 9}, "with --max-new-tokens"),
+        ({"seed": 3}, "seed follows --seed"),
+        ({"per_device_train_batch_size": 4}, "decided by the trainer"),
+        ({"lr_schedular_type": "cosine"}, "did you mean lr_scheduler_type"),
+        ({"lr_scheduler_type": "sideways"}, "GRPOConfig refused them"),
+    ]:
+        with pytest.raises(ConfigurationError, match=message):
+            make_grpo_config(TrainConfig(env="toy", trl_options=options))
+    with pytest.raises(ValueError, match="trl_options must be a JSON object"):
+        parse_config(["--env", "toy", "--trl-options", "[1]"])
+    assert TrainConfig.from_dict(TrainConfig(env="toy", trl_options={"warmup_steps": 2}).to_dict()).trl_options == {
+        "warmup_steps": 2}
