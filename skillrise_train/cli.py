@@ -174,6 +174,7 @@ def run(config: TrainConfig) -> dict[str, Any]:
     logger = MetricsLogger(config, out)
     trainer = SkillRiseTrainer.from_config(config, callbacks=[logger.callback])
     rollout = trainer.rollout
+    rollout.progress = lambda line: print(line, flush=True)  # long rollouts say where they are
     train_split = rollout.split
     trainer.remove_callback(PrinterCallback)
     evaluations: list[dict[str, Any]] = []

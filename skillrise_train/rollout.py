@@ -35,6 +35,8 @@ logger = logging.getLogger("skillrise_train")
 
 # Offsets that keep evaluation draws apart from training draws of the same seed.
 EVAL_SEED_OFFSET = 1_000_003
+#: a rollout longer than this reports its progress every this many seconds (`RolloutEngine.progress`)
+PROGRESS_SECONDS = 30.0
 
 
 @dataclass
@@ -157,6 +159,8 @@ class RolloutEngine:
                     prompt_style=prompt_style)
         # with env workers, a worker that dies or does not answer in env_timeout s is replaced (play)
         self.pool = EnvPool([fn] * num_envs, workers=workers, timeout=env_timeout if workers else None)
+        #: called with a one-line report every PROGRESS_SECONDS of a rollout (the CLI prints it), or None
+        self.progress: Callable[[str], None] | None = None
 
     def close(self) -> None:
         self.pool.close()
@@ -196,6 +200,8 @@ class RolloutEngine:
             result.task_rewards[plan.trial_id] = [0.0] * len(plan.task_ids)
         live = self._start(sorted(by_env), by_env, step, result, observations, attempts)
         result.env_seconds += time.perf_counter() - started
+        began = last_report = time.perf_counter()
+        rounds = 0
 
         while live:
             prompts = [observations[i]["prompt"] for i in live]
@@ -252,6 +258,13 @@ class RolloutEngine:
                 still_live += self._restart(lost, by_env, step, result, observations, attempts)
                 result.env_seconds += time.perf_counter() - started
             live = sorted(still_live)
+            rounds += 1
+            if self.progress is not None and live and time.perf_counter() - last_report >= PROGRESS_SECONDS:
+                last_report = time.perf_counter()
+                self.progress(
+                    f"  rollout of step {step + 1}: {rounds} rounds, {len(result.samples)} turns, "
+                    f"{len(plans) - len(live)}/{len(plans)} trials done, {last_report - began:.0f} s "
+                    f"(generation {result.generation_seconds:.0f} s, envs {result.env_seconds:.0f} s)")
         return result
 
     def _start(self, indices: Sequence[int], by_env: dict[int, TrialPlan], step: int, result: RolloutResult,

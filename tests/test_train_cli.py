@@ -69,13 +69,19 @@ def test_bad_config_values_are_rejected(capsys):
     assert main(["--G", "0"]) == 2
 
 
-def test_one_full_step_on_toy_writes_metrics_turns_and_checkpoint(tmp_path, capsys):
+def test_one_full_step_on_toy_writes_metrics_turns_and_checkpoint(tmp_path, capsys, monkeypatch):
+    import skillrise_train.rollout
+
+    monkeypatch.setattr(skillrise_train.rollout, "PROGRESS_SECONDS", 0.0)  # report after every round
     out = tmp_path / "run"
     code = main(["--env", "toy", *TINY, "--K", "2", "--G", "2", "--S", "2", "--steps", "1", "--max-task-steps", "2",
                  "--output-dir", str(out), "--eval-sequences", "1"])
     assert code == 0
     console = capsys.readouterr().out
     assert "success/pos" in console and "adv curate" in console and "eval step 1" in console
+    # a long rollout says where it is before its step's row (here after every round but the last)
+    progress = [line for line in console.splitlines() if line.startswith("  rollout of step 1: ")]
+    assert progress and "trials done" in progress[0] and console.index(progress[0]) < console.index("success/pos")
     (metrics,) = _lines(out / "metrics.jsonl")
     for key in ("success/pos0", "success/pos1", "advantage/solve_mean", "advantage/curate_mean", "loss", "tokens_per_s"):
         assert key in metrics
