@@ -148,6 +148,10 @@ def test_task_description_is_the_instruction(backend):
     first = backend.reset(task)
     assert task.id == "goal-500"
     assert backend.task_description() in first.observation and backend.task_description().startswith("Find me ")
+    # upstream's instruction_text has the search page's heading; the task text (the reference's prompts take the
+    # observation's third segment) has not
+    assert first.info["instruction_text"] == "Instruction: " + backend.task_description()
+    assert first.observation.split(" [SEP] ")[2] == backend.task_description()
 
 
 def test_human_goals_option(backend):

@@ -259,3 +259,32 @@ def test_special_query_prefixes(env):
     assert "B00SHOE001" in obs
     obs, *_ = env.step("search[<r>]")
     assert "Total results: 34" in obs
+
+
+# ------------------------------------------------------------------------------------------ empty text, instruction
+def test_empty_bullet_points_keep_their_segment_as_upstream():
+    """Upstream renders `<p> {{bullet}}</p>`; BeautifulSoup turns the whitespace-only node into " ", which
+    strips to an empty segment: two separators with two spaces between them."""
+    from skillrise_gym.backends.webshop import pages
+
+    product = {"Description": "d", "BulletPoints": ["Soft", "", "   ", "\n", "Warm"]}
+    assert pages.sub_page("i", product, "Features") == (
+        "Instruction: [SEP] i [SEP] Back to Search [SEP] < Prev [SEP] Soft [SEP]  [SEP]  [SEP] Warm")
+    # the bare-node rules: an empty value has no text node; blanks without a line break keep an empty
+    # segment; whitespace with a line break is BeautifulSoup's "\n", which upstream drops; non-ASCII blanks stay
+    assert pages.join(["a", "", "b"]) == "a [SEP] b"
+    assert pages.join(["a", "  ", "b"]) == "a [SEP]  [SEP] b"
+    assert pages.join(["a", " \n ", "b"]) == "a [SEP] b"
+    assert pages.join(["a", "\xa0", "b"]) == "a [SEP]  [SEP] b"
+    assert pages.join(["  a  ", "b\n"]) == "a [SEP] b"
+    # an empty description is no text node at all (the template has no padding there)
+    assert pages.sub_page("i", {**product, "Description": ""}, "Description").endswith("[SEP] < Prev")
+
+
+def test_instruction_text_carries_upstreams_prefix(shop):
+    engine = WebShopEngine(shop)
+    engine.reset(0)
+    assert engine.instruction_text == "Instruction: " + engine.goal["instruction_text"]
+    # the observation shows the heading as its own segment; the task text (the reference's prompts take the
+    # third segment) has none
+    assert engine.observation().split(" [SEP] ")[1:3] == ["Instruction:", engine.instruction]

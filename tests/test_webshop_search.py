@@ -7,7 +7,6 @@ import math
 import pytest
 
 pytest.importorskip("bm25s")
-pytest.importorskip("Stemmer")
 
 from skillrise_gym.backends.webshop.search import (  # noqa: E402
     LUCENE_STOPWORDS,
@@ -29,6 +28,47 @@ def test_analyzer_like_anserini_default():
     # decimals and inner apostrophes stay in one token; hyphens and slashes split
     assert analyze("3.5 oz don't wi-fi black/white") == ["3.5", "oz", "don't", "wi", "fi", "black", "white"]
     assert analyze("") == [] and analyze("the of and") == []
+
+
+# Lucene 8.11's tokens (Anserini 0.14.3's DefaultEnglishAnalyzer, run from the pyserini 0.17.0 jar with
+# benchmarks/lucene_oracle/LuceneOracle.java) for each input
+LUCENE_TOKENS = {
+    "us": ["us"], "use": ["us"], "easy use": ["easi", "us"], "contact us": ["contact", "us"],
+    "assembly": ["assembl"], "technology": ["technolog"], "m.2": ["m", "2"], "h.265": ["h", "265"],
+    "color:c": ["color:c"], "1,000": ["1,000"], "3.5": ["3.5"], "don't": ["don't"], "u.s.": ["u."],
+    "a1b": ["a1b"], "x_y": ["x_y"], "men's": ["men"], "it's": [], "usb-c": ["usb", "c"], "wi-fi": ["wi", "fi"],
+    "e.g.": ["e.g"], "5'2": ["5'2"], "café": ["café"], "2x": ["2x"], "x2": ["x2"], "ab.cd": ["ab.cd"],
+    "a.b.c": ["a.b.c"], "12.5mm": ["12.5mm"],
+    # from upstream's human instructions: ideographs are one token each, a superscript digit breaks a word
+    "1.8米 capacity": ["1.8", "米", "capac"], "财48 - wine": ["财", "48", "wine"], "easy to use.⁵": ["easi", "us"],
+}
+
+
+@pytest.mark.parametrize("text", sorted(LUCENE_TOKENS))
+def test_analyzer_gives_lucenes_tokens(text):
+    assert Analyzer()(text) == LUCENE_TOKENS[text]
+
+
+def test_porter_stemmer_is_lucenes_reference_version():
+    """Martin Porter's own implementation, as Lucene's PorterStemmer: the paper's examples, plus its three
+    departures (short words untouched, "bli" -> "ble", "logi" -> "log")."""
+    from skillrise_gym.backends.webshop.porter import stem
+
+    cases = {
+        "caresses": "caress", "ponies": "poni", "ties": "ti", "cats": "cat", "feed": "feed", "agreed": "agre",
+        "plastered": "plaster", "bled": "bled", "motoring": "motor", "sing": "sing", "conflated": "conflat",
+        "troubled": "troubl", "sized": "size", "hopping": "hop", "falling": "fall", "hissing": "hiss",
+        "fizzed": "fizz", "filing": "file", "happy": "happi", "sky": "sky", "relational": "relat",
+        "conditional": "condit", "rational": "ration", "digitizer": "digit", "radicalli": "radic",
+        "vietnamization": "vietnam", "operator": "oper", "hopefulness": "hope", "sensibiliti": "sensibl",
+        "triplicate": "triplic", "formative": "form", "electrical": "electr", "goodness": "good",
+        "allowance": "allow", "adjustable": "adjust", "replacement": "replac", "adoption": "adopt",
+        "homologous": "homolog", "effective": "effect", "bowdlerize": "bowdler", "cease": "ceas",
+        "controll": "control", "roll": "roll",
+        # the departures from the 1980 paper that Lucene keeps (Snowball's porter: "u", "assembli", "technologi")
+        "us": "us", "is": "is", "assembly": "assembl", "incredibly": "incred", "technology": "technolog",
+    }
+    assert {word: stem(word) for word in cases} == cases
 
 
 def test_document_text_is_upstreams_index_content():
@@ -55,11 +95,35 @@ def test_ranking_prefers_rarer_terms_and_more_matches():
     assert set(hits) == {0, 1, 2, 3, 4}  # only documents matching at least one term
 
 
-def test_ties_break_by_document_order_and_top_k_is_respected():
-    products = [doc("identical widget") for _ in range(80)]
+def test_ties_break_by_asin_and_top_k_is_respected():
+    """Lucene's SimpleSearcher sorts by raw score, then docid (upstream's ASIN) ascending; the catalog's order
+    plays no part. Here the catalog lists the ASINs in descending order."""
+    products = [{**doc("identical widget"), "asin": f"B{79 - i:09d}"} for i in range(80)]
     engine = SearchEngine(products)
-    assert engine.search("widget") == list(range(50))
-    assert engine.search("widget", k=5) == [0, 1, 2, 3, 4]
+    assert engine.search("widget") == list(range(79, 29, -1))  # B000000000 first
+    assert engine.search("widget", k=5) == [79, 78, 77, 76, 75]
+    # without ASINs (unit-test documents), ties keep the documents' order
+    assert SearchEngine([doc("identical widget") for _ in range(8)]).search("widget", k=3) == [0, 1, 2]
+
+
+def test_ties_at_four_decimals_keep_lucenes_raw_order():
+    """pyserini reports scores rounded to 4 decimals but never re-sorts by them (Anserini's
+    ScoreTiesAdjusterReranker only rewrites the reported scores): two documents whose scores round to the same
+    4 decimals keep their raw order, even when the better one has the larger ASIN."""
+    fillers = [f"w{a}{b}" for a in "abcdefghijklmnopqrstuvwxyz" for b in "abcdefghijklmnopqrstuvwxyz"]
+    products = [doc(" ".join(["widget"] * tf + fillers[n:2 * n])) for tf in range(1, 5) for n in range(40)]
+    raw = SearchEngine(products).scores("widget")
+    # ASINs in ascending score order: every better document has a larger ASIN
+    ranks = {int(i): r for r, i in enumerate(sorted(range(len(products)), key=lambda i: (float(raw[i]), i)))}
+    products = [{**p, "asin": f"B{ranks[i]:09d}"} for i, p in enumerate(products)]
+    engine = SearchEngine(products)
+    scores = engine.scores("widget")
+    hits = engine.search("widget", k=len(products))
+    assert [float(scores[i]) for i in hits] == sorted((float(v) for v in scores), reverse=True)
+    near = [(a, b) for a, b in zip(hits, hits[1:]) if scores[a] != scores[b] and round(float(scores[a]), 4)
+            == round(float(scores[b]), 4)]
+    assert near, "the corpus must hold near-ties for this test to mean anything"
+    assert all(products[a]["asin"] > products[b]["asin"] for a, b in near)  # raw order, not (rounded, ASIN)
 
 
 def test_no_match_and_empty_queries_return_nothing():

@@ -71,7 +71,6 @@ class WebShopBackend(Backend):
         from skillrise_gym.backends import require
 
         require("bm25s", "webshop", "The WebShop backend")
-        require("Stemmer", "webshop", "The WebShop backend")
         require("rapidfuzz", "webshop", "The WebShop backend")
         if noun_matcher not in ("spacy", "fallback", "auto"):
             raise ValueError(f"noun_matcher must be 'spacy', 'fallback' or 'auto', got {noun_matcher!r}")
@@ -148,7 +147,8 @@ class WebShopBackend(Backend):
         index = self._goal_index(task)
         self._task = task
         observation = self.engine.reset(index)
-        return StepResult(observation=observation, info={"page": "search", "goal_index": index})
+        return StepResult(observation=observation, info={"page": "search", "goal_index": index,
+                                                         "instruction_text": self.engine.instruction_text})
 
     def _require_task(self) -> None:
         if self._task is None:
@@ -171,6 +171,9 @@ class WebShopBackend(Backend):
                           success=bool(done and reward == 1.0), info=info)
 
     def task_description(self) -> str:
+        """The instruction without upstream's "Instruction: " heading, as verl-agent and the reference take
+        it from the observation for their prompts; upstream's own `instruction_text`, with the heading, is
+        in reset's info["instruction_text"]."""
         self._require_task()
         return self.engine.instruction
 

@@ -27,6 +27,8 @@ from skillrise_gym.backends.webshop.search import (
 from skillrise_gym.paths import cache_dir
 
 ACTION_PATTERN = re.compile(r"(.+)\[(.+)\]")
+#: the search page's heading before the instruction (upstream's `instruction_text` starts with it)
+INSTRUCTION_PREFIX = "Instruction: "
 #: queries longer than this are cut before analysis (upstream had no limit; Lucene failed past 1024 terms)
 MAX_QUERY_CHARS = 10_000
 
@@ -81,7 +83,7 @@ class Shop:
     def __reduce__(self) -> Any:
         """A shop pickles (and deep-copies) as its config: unpickled, it is the process-wide shop for that
         config (`get_shop`, built from the disk cache if this process has none), since engines only read it;
-        its search index holds C objects (PyStemmer) that cannot be pickled."""
+        its search index is large, and rebuilding or reloading it per copy would be waste."""
         if self.config is None:
             raise TypeError("a WebShop Shop made without Shop.build(config) has no config to pickle it by")
         return (get_shop, (self.config,))
@@ -170,8 +172,16 @@ class WebShopEngine:
 
     @property
     def instruction(self) -> str:
+        """The goal's instruction, as the observation's third segment shows it (what verl-agent's and the
+        reference's prompts call the task: `obs.split(" [SEP] ")[2]`)."""
         assert self.goal is not None, "reset() first"
         return self.goal["instruction_text"]
+
+    @property
+    def instruction_text(self) -> str:
+        """Upstream's `WebAgentTextEnv.instruction_text`: the search page's instruction heading as text,
+        `<h4>Instruction: <br>{{ instruction_text }}</h4>`, so with its "Instruction: " prefix."""
+        return INSTRUCTION_PREFIX + self.instruction
 
     def _count(self, key: str) -> None:
         self.action_counts[key] = self.action_counts.get(key, 0) + 1

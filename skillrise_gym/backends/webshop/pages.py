@@ -1,7 +1,15 @@
 """Text observations of WebShop's pages, as upstream's text mode renders them, and each page's clickables.
 
 Upstream renders HTML and keeps the visible text nodes, each stripped, joined by ' [SEP] '. Here the
-same node sequence is built directly (empty nodes dropped), see the spec, section 5.
+same node sequence is built directly, see the spec, section 5, with upstream's rules for empty text (its
+HTML parser, BeautifulSoup's html.parser, turns a text node of ASCII whitespace into "\n" when it holds a
+line break and into " " otherwise; upstream then drops "\n" nodes and strips the rest):
+
+- an empty value makes no text node at all (nothing shown: an empty title, description or option name);
+- a value of blanks without a line break, and any value the template pads, shows as an empty segment:
+  Features renders each bullet point as `<p> {{bullet}}</p>`, so an empty bullet point reads
+  `... [SEP]  [SEP] ...`;
+- a value of whitespace with a line break is dropped.
 """
 
 from __future__ import annotations
@@ -17,9 +25,25 @@ END_BUTTON = "Buy Now"
 SUB_PAGES = ("Description", "Features", "Reviews")
 
 
+#: what BeautifulSoup counts as whitespace when it collapses a whitespace-only text node
+_ASCII_SPACES = "\x20\x0a\x09\x0c\x0d"
+
+
+def _segment(node: Any) -> str | None:
+    """A text node as upstream's text mode shows it: None where it shows nothing."""
+    text = str(node)
+    if text == "":
+        return None  # an empty value renders no text node
+    if not text.strip(_ASCII_SPACES):
+        text = "\n" if "\n" in text else " "
+    if text == "\n":
+        return None
+    return text.strip()
+
+
 def join(nodes: Sequence[Any]) -> str:
-    """Strip every text node, drop the empty ones, join with ' [SEP] '."""
-    return SEP.join(s for s in (str(n).strip() for n in nodes) if s)
+    """The text nodes of a page as upstream shows them (`_segment`), joined with ' [SEP] '."""
+    return SEP.join(s for s in map(_segment, nodes) if s is not None)
 
 
 def search_page(instruction: str) -> str:
@@ -49,7 +73,7 @@ def sub_page(instruction: str, product: dict, which: str) -> str:
     if which == "Description":
         nodes.append(product["Description"])
     elif which == "Features":
-        nodes += list(product["BulletPoints"])
+        nodes += [f" {bullet}" for bullet in product["BulletPoints"]]  # the template's `<p> {{bullet}}</p>`
     # Reviews: upstream never loads the review file, so the page is empty
     return join(nodes)
 

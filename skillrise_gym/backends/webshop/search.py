@@ -1,19 +1,35 @@
 """BM25 product search standing in for upstream's pyserini/Lucene index (no JVM needed).
 
-Same documents as upstream's index: lower(Title + ' ' + Description + ' ' + BulletPoints[0] + ' ' + option
-text), option text = ', and '.join(f"{name}: {', '.join(values)}"). Same analysis chain as Anserini's default
-English analyzer, approximated: a StandardTokenizer-like tokenizer (letters/digits, with inner '.' and
-apostrophes kept, as in "3.5" and "don't"), possessive "'s" removal, lower-casing, Lucene's 33 English
-stopwords, the Porter stemmer (PyStemmer's 'porter'). Scoring: bm25s with method 'lucene', k1=0.9, b=0.4
-(pyserini's defaults). Top 50 documents that match at least one query term; ties broken by document order,
-as Lucene breaks them by doc id.
+Same documents as upstream's index (its `convert_product_file_format.py`): lower(Title + ' ' + Description +
+' ' + BulletPoints[0] + ' ' + option text), option text = ', and '.join(f"{name}: {', '.join(values)}").
+Same analysis chain as Anserini's `DefaultEnglishAnalyzer` (pyserini 0.17 = Anserini 0.14.3 = Lucene 8.11):
+StandardTokenizer, EnglishPossessiveFilter, LowerCaseFilter, Lucene's 33 English stopwords, PorterStemFilter.
+
+- Tokenizer: Lucene's StandardTokenizer follows the Unicode word-break rules (UAX#29). Here: runs of word
+  characters joined by '.', "'" or '’' between two letters or two digits, by ':' or '·' between two letters,
+  by ',' or ';' between two digits ("3.5", "don't", "e.g", "color:c", "1,000" stay whole; "m.2" and
+  "h.265" split, a letter and a digit being different classes across a '.'; "usb-c" splits on the hyphen).
+- Stemmer: `porter.py`, Lucene's PorterStemmer (Martin Porter's reference version: "us" stays "us",
+  "assembly" -> "assembl", "technology" -> "technolog").
+- Scoring: BM25 k1=0.9, b=0.4 (pyserini's defaults) with Lucene's lossy document-length norms (below).
+- Order: Lucene's raw float score, ties by docid (the ASIN) ascending, as SimpleSearcher's
+  BREAK_SCORE_TIES_BY_DOCID sort; its later rounding of scores to 4 decimals (ScoreTiesAdjusterReranker)
+  only changes the reported scores, never the order. Top 50 documents that match at least one query term.
 
 Like Lucene (BM25Similarity since Lucene 7), document lengths are stored in one lossy byte
 (`SmallFloat.intToByte4`: exact below 24 tokens, then 4 significant bits) and scores use the decoded
-length against the exact average length. Differences to expect against pyserini: its StandardTokenizer
-follows the full Unicode UAX#29 rules, its Porter stemmer differs from the original algorithm on a handful
-of words, and float32 rounding differs in the last bit; rankings agree on most queries and differ mostly
-among near-ties.
+length against the exact average length.
+
+Han ideographs and Hiragana are one token per character, as in Lucene; digits Unicode files as No
+(superscripts, fractions) break words, as in UAX#29.
+
+Measured against Anserini 0.14.3 itself (`benchmarks/webshop_lucene_compare.py`, which needs the jar of the
+pyserini 0.17.0 wheel and a JDK; not part of the tests): on the default generated catalog, the top 50 of
+200 goal instructions and of 200 goal queries are identical, order included, and every document's tokens
+are Lucene's. What still differs (1 of upstream's 12,087 human instructions): emoji and other
+Extended_Pictographic symbols ("®", a token of its own in Lucene, dropped here), Katakana, Hebrew and
+combining marks at word edges, Lucene's split of tokens longer than 255 characters, and float32 rounding in
+the last bit of a score (an exact tie in one engine can be a near-tie in the other).
 """
 
 from __future__ import annotations
@@ -27,6 +43,8 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from skillrise_gym.backends.webshop import porter
+
 #: Lucene's EnglishAnalyzer.ENGLISH_STOP_WORDS_SET
 LUCENE_STOPWORDS = frozenset(
     "a an and are as at be but by for if in into is it no not of on or such that the their then there these "
@@ -36,28 +54,49 @@ SEARCH_RETURN_N = 50
 PRODUCT_WINDOW = 10
 #: Lucene's default BooleanQuery clause limit: more distinct terms than this made upstream's search fail
 MAX_CLAUSES = 1024
-INDEX_VERSION = 2
+INDEX_VERSION = 3
 
-_TOKEN = re.compile(r"\w+(?:['’.]\w+)*", re.UNICODE)
+def _no_ranges() -> str:
+    """Character-class ranges of the digits Unicode files as No (superscripts, fractions, circled numbers):
+    word characters to Python, word breaks to UAX#29 ("use.⁵" is "use" there)."""
+    import unicodedata
+
+    ranges: list[list[int]] = []
+    for code in range(0x30000):
+        if unicodedata.category(chr(code)) == "No":
+            if ranges and ranges[-1][1] == code - 1:
+                ranges[-1][1] = code
+            else:
+                ranges.append([code, code])
+    return "".join(re.escape(chr(a)) + ("-" + re.escape(chr(b)) if b > a else "") for a, b in ranges)
+
+
+#: Han ideographs and Hiragana: one token per character in Lucene's StandardTokenizer
+_IDEOGRAPHIC = "\u3041-\u309f\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\U00020000-\U0003134f"
+_NOT_WORD = _no_ranges() + _IDEOGRAPHIC
+_WORD = rf"[^\W{_NOT_WORD}]"
+_LETTER = rf"[^\W\d_{_NOT_WORD}]"
+#: UAX#29 for word characters: MidNumLet ('.', '’') and Single_Quote join letter-letter and digit-digit,
+#: MidLetter (':', '·') letter-letter, MidNum (',', ';') digit-digit
+_TOKEN = re.compile(
+    rf"[{_IDEOGRAPHIC}]|{_WORD}+(?:(?:(?<={_LETTER})[.'’＇．:·](?={_LETTER})|(?<=\d)[.'’＇．,;](?=\d)){_WORD}+)*",
+    re.UNICODE,
+)
 
 
 class Analyzer:
-    """Anserini-like English analysis: tokenize, drop possessives, lower-case, drop stopwords, Porter-stem."""
-
-    def __init__(self) -> None:
-        import Stemmer  # PyStemmer
-
-        self._stemmer = Stemmer.Stemmer("porter")
+    """Anserini's DefaultEnglishAnalyzer: tokenize (UAX#29 word rules), drop possessives, lower-case, drop
+    stopwords, Porter-stem as Lucene does."""
 
     def __call__(self, text: str) -> list[str]:
         tokens = []
         for token in _TOKEN.findall(text):
-            token = token.lower()
-            if token.endswith(("'s", "’s")):
+            if len(token) >= 2 and token[-2] in "'’＇" and token[-1] in "sS":  # EnglishPossessiveFilter runs before lower-casing
                 token = token[:-2]
+            token = token.lower()
             if token and token not in LUCENE_STOPWORDS:
-                tokens.append(token)
-        return self._stemmer.stemWords(tokens)
+                tokens.append(porter.stem(token))
+        return tokens
 
 
 def search_source_hash() -> str:
@@ -131,6 +170,11 @@ class SearchEngine:
     def __init__(self, products: Sequence[dict[str, Any]], cache_folder: Path | None = None) -> None:
         self.analyzer = Analyzer()
         self.n_docs = len(products)
+        # Lucene breaks score ties by docid, upstream's ASIN: each document's rank in ASIN byte order
+        # (documents without one, as in unit tests, keep their order among themselves)
+        asins = [str(p.get("asin", "")) for p in products]
+        self._tie_rank = np.empty(self.n_docs, dtype=np.int64)
+        self._tie_rank[sorted(range(self.n_docs), key=lambda i: asins[i].encode())] = np.arange(self.n_docs)
         loaded = False
         if cache_folder is not None and (cache_folder / "done.json").is_file():
             try:
@@ -186,7 +230,7 @@ class SearchEngine:
         return self.bm25.get_scores(terms)
 
     def search(self, query: str, k: int = SEARCH_RETURN_N) -> list[int]:
-        """Indices of the top-k documents with a positive score, by score then document order."""
+        """Indices of the top-k documents with a positive score, by score, ties by ASIN ascending."""
         scores = self.scores(query)
         hits = np.flatnonzero(scores > 0)
         if hits.size == 0:
@@ -195,5 +239,5 @@ class SearchEngine:
             # keep every document scoring at least the k-th best, then order exactly
             kth = np.partition(scores[hits], hits.size - k)[hits.size - k]
             hits = hits[scores[hits] >= kth]
-        order = np.lexsort((hits, -scores[hits]))
+        order = np.lexsort((self._tie_rank[hits], -scores[hits]))
         return hits[order][:k].tolist()
