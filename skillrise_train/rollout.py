@@ -138,16 +138,16 @@ def _reset_seed(*parts: Any) -> int:
 
 
 def pool_size(envs: int, trials: int, env: str) -> int:
-    """How many envs serve a step of `trials` trials: `envs`, or with 0 as many as the machine holds: one per
-    CPU this process may use (no more can step at once) and, for a backend whose envs hold memory of
-    their own (`Backend.env_memory`: ScienceWorld's JVMs), no more than the available memory holds; never
-    more than the trials."""
+    """How many envs serve a step of `trials` trials: `envs`, or with 0 as many as the memory holds: one per
+    trial, except for a backend whose envs hold memory of their own (`Backend.env_memory`: ScienceWorld's
+    JVMs), no more than the available memory holds; never more than the trials. CPUs do not bound it:
+    envs step one at a time in a process anyway (`env_workers` decides the parallelism), and fewer envs
+    than trials means smaller generation batches, the dominant cost."""
     if envs < 0:
-        raise ValueError(f"envs must be >= 0 (0 sizes the env pool to the machine), got {envs}")
+        raise ValueError(f"envs must be >= 0 (0 sizes the env pool to the memory), got {envs}")
     if envs:
         return min(envs, trials)
-    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
-    size = min(trials, cpus)
+    size = trials
     per_env = backend_class(env).env_memory
     available = available_memory()
     if per_env and available is not None:
