@@ -191,7 +191,8 @@ def run(config: TrainConfig) -> dict[str, Any]:
     logger.evaluate = evaluate
     print(
         f"skillrise-train: algo={config.algo} env={config.env} ({train_split}) model={config.model} "
-        f"K={config.K} G={config.G} S={config.S} steps={config.steps} lora={config.lora} "
+        f"K={config.K} G={config.G} S={config.S} envs={rollout.pool.num_envs} steps={config.steps} "
+        f"lora={config.lora} "
         f"device={trainer.accelerator.device} threads={torch.get_num_threads()}"
         + (f" resuming from {resume_from}" if resume_from else ""),
         flush=True,

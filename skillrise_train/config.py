@@ -132,6 +132,7 @@ class TrainConfig:
     output_dir: str = option("runs/skillrise", 'Where checkpoints, metrics.jsonl and turns.jsonl go.')
     resume: bool = option(False, 'Continue from the latest checkpoint in output_dir (step count, optimizer and RNG state).')
     seed: int = option(0, 'Seed of sequence draws, sampling and initialisation.')
+    envs: int = option(0, "Envs that play a step's trials, each env taking the next trial when its own ends (memory grows with it, not with the S x G trials; ScienceWorld: one JVM of about 1.2 GB each). 0: one per trial, except ScienceWorld: no more JVMs than the available memory holds; more than a step's trials: one per trial.")
     env_workers: int = option(0, 'Worker processes for the envs (0: in this process).')
     env_timeout: float = option(600.0, 'With env workers: seconds a worker may take to answer one round; a worker that dies or exceeds it is replaced and its trials replayed (then dropped, logged).')
     threads: int = option(1, 'Torch CPU threads (one was never slower than two for small models).')
@@ -182,6 +183,8 @@ class TrainConfig:
             raise ValueError(f"step_advantage_weight must be a finite number >= 0, got {self.step_advantage_weight}")
         if self.invalid_penalty < 0:
             raise ValueError("invalid_penalty must be >= 0")
+        if self.envs < 0:
+            raise ValueError(f"envs must be >= 0 (0 sizes the env pool to the memory), got {self.envs}")
         from skillrise_gym.backends import backend_class, check_options
 
         backend_class(self.env)  # an unknown name: ValueError listing the known ones

@@ -1,8 +1,26 @@
-"""Rollouts: S sequences x G trials per step, played in lockstep over SequenceEnvs in an `EnvPool`.
+"""Rollouts: S sequences x G trials per step, played on a fixed pool of N SequenceEnvs (an `EnvPool`).
 
-Each round, every live trial contributes its current prompt; all prompts go to the model in one batched
+Each round, every trial in play contributes its current prompt; all prompts go to the model in one batched
 generation call (TRL's generation path: HF generate on CPU, vLLM on GPUs); every completion is stepped in
 its env, and every model call becomes one tagged `Turn` (skillrise_gym.records).
+
+Envs are reused across trials, as the bench runner reuses them across sequences: the pool holds N envs
+(`envs`, at most the trials of a step), so memory grows with N, not with S x G (for ScienceWorld, one JVM
+of about 1.2 GB per env). Trials wait in plan order; an env whose trial ended (or whose worker was lost)
+takes the next one, reset with that trial's own seed (`_reset_seed(seed, step, trial_id)`) and task ids.
+
+Determinism. What a trial sees depends only on its reset and its own answers, never on the env it runs on
+or on the other trials, and samples come back in the order of a lockstep rollout (every trial's first
+turn, then every trial's second...), so with a generate function that answers each prompt on its own (a
+stub; greedy decoding, up to the floating-point effects of batch size and padding) the same seed gives the
+same turns, rewards, credit and rows for every N (tested with N = 1, 3 and one env per trial). What N
+changes is which prompts share a generation call, and that does change sampling: TRL's generation draws a
+whole batch from one RNG (HF generate's torch.multinomial; vLLM without per-request seeds), so a sampled
+trial's tokens depend on its batch-mates. With sampling, a run is reproducible for a given N (and
+`generation_batch`), and another N draws different samples from the same distribution; N >= the trials of
+a step batches exactly as one env per trial did. (Per-trial generators would remove that, but TRL's
+generation path takes none, and one generate call per prompt would give up batching.) One engine-side
+exception: WebShop's `search[<r>]` (random results) draws from an RNG shared by the envs of a process.
 
 SkillRise (`algo="skillrise"`): trial = one SequenceEnv episode of K tasks with solve and curate turns; the G
 trials of a sequence are pinned to the same task ids with ``reset(options={"task_ids": ...})``.
@@ -11,16 +29,17 @@ GRPO baseline (`algo="grpo"`): the same S sequences are drawn, but each of their
 single-task episode (a SequenceEnv with K=1: no skill document is ever written, no curate turn), G trials per
 task. So a step attempts exactly the same S*G*K tasks as SkillRise, and the only difference is the carried
 skill document and its credit. (Suppressing the document inside a K-task env would still play tasks one
-after another within a trial; independent K=1 episodes make the tasks independent and let all of them run
-in parallel, as the reference's baseline does with N=24 = 8 x 3 envs.)
+after another within a trial; independent K=1 episodes make the tasks independent and let them run in
+parallel, as many at once as there are envs, as the reference's baseline does with N=24 = 8 x 3 envs.)
 """
 
 from __future__ import annotations
 
 import logging
+import os
 import time
 import zlib
-from collections import defaultdict
+from collections import defaultdict, deque
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
@@ -55,9 +74,8 @@ GenerateFn = Callable[[list[str], list[str]], list[Completion]]
 
 @dataclass
 class TrialPlan:
-    """One trial: which env plays it and which tasks it plays."""
+    """One trial: which tasks it plays and which trials it is compared with (any free env plays it)."""
 
-    env_index: int
     trial_id: str
     group_id: str  # trials compared with each other share it
     sequence: TaskSequence
@@ -119,6 +137,54 @@ def _reset_seed(*parts: Any) -> int:
     return zlib.crc32(repr(parts).encode()) & 0x7FFFFFFF
 
 
+def pool_size(envs: int, trials: int, env: str) -> int:
+    """How many envs serve a step of `trials` trials: `envs`, or with 0 as many as the memory holds: one per
+    trial, except for a backend whose envs hold memory of their own (`Backend.env_memory`: ScienceWorld's
+    JVMs), no more than the available memory holds; never more than the trials. CPUs do not bound it:
+    envs step one at a time in a process anyway (`env_workers` decides the parallelism), and fewer envs
+    than trials means smaller generation batches, the dominant cost."""
+    if envs < 0:
+        raise ValueError(f"envs must be >= 0 (0 sizes the env pool to the memory), got {envs}")
+    if envs:
+        return min(envs, trials)
+    size = trials
+    per_env = backend_class(env).env_memory
+    available = available_memory()
+    if per_env and available is not None:
+        size = min(size, available // per_env)
+    return max(1, size)
+
+
+def available_memory() -> int | None:
+    """Bytes of memory available to new processes (MemAvailable of /proc/meminfo, else the free physical
+    pages), or None where the system says neither."""
+    try:
+        with open("/proc/meminfo", encoding="ascii") as handle:
+            for line in handle:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    try:
+        return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (AttributeError, OSError, ValueError):
+        return None
+
+
+@dataclass
+class _Schedule:
+    """One rollout's bookkeeping: the trial each env is playing, and the trials waiting for an env."""
+
+    plans: list[TrialPlan]
+    queue: deque[int]  # indices into plans, in the order they will start
+    attempts: list[int]  # plays started so far, per plan
+    slots: dict[int, int] = field(default_factory=dict)  # env index -> index into plans of the trial it plays
+    observations: dict[int, dict[str, Any]] = field(default_factory=dict)  # env index -> its trial's latest
+
+    def trial(self, env_index: int) -> TrialPlan:
+        return self.plans[self.slots[env_index]]
+
+
 class RolloutEngine:
     """Owns the env pool and the sequence sampler of one split; plays rollouts with a generate function."""
 
@@ -141,6 +207,7 @@ class RolloutEngine:
         prompt_style: str | None = None,
         env_timeout: float | None = None,
         max_attempts: int = 2,
+        envs: int = 0,
     ) -> None:
         self.env, self.algo, self.K, self.G, self.S = env, algo, K, G, S
         self.max_attempts = max_attempts
@@ -153,12 +220,15 @@ class RolloutEngine:
         self._catalog_env = SequenceEnv(backend=env, K=K, split=split, backend_options=options)
         self.sampler: SequenceSampler = self._catalog_env.sampler()
         episode_K = K if algo == "skillrise" else 1
-        num_envs = S * G if algo == "skillrise" else S * K * G
+        #: trials of one step: one per sequence and group member (GRPO: per task of a sequence, too)
+        self.trials_per_step = S * G if algo == "skillrise" else S * K * G
         self.prompt_style = prompt_style
         fn = env_fn(env, K=episode_K, split=split, max_task_steps=max_task_steps, backend_options=options,
                     prompt_style=prompt_style)
-        # with env workers, a worker that dies or does not answer in env_timeout s is replaced (play)
-        self.pool = EnvPool([fn] * num_envs, workers=workers, timeout=env_timeout if workers else None)
+        # N envs serve every trial of a step (play); with env workers, a worker that dies or does not answer
+        # in env_timeout s is replaced
+        size = pool_size(envs, self.trials_per_step, env)
+        self.pool = EnvPool([fn] * size, workers=workers, timeout=env_timeout if workers else None)
         #: called with a one-line report every PROGRESS_SECONDS of a rollout (the CLI prints it), or None
         self.progress: Callable[[str], None] | None = None
 
@@ -173,39 +243,38 @@ class RolloutEngine:
         return [self.sampler.sequence(self.seed + seed_offset, first + s) for s in range(n)]
 
     def plan(self, sequences: Sequence[TaskSequence], tag: str) -> list[TrialPlan]:
-        """Assign trials to envs: G trials per sequence (SkillRise) or per task of a sequence (GRPO)."""
+        """The trials of a draw, in the order they start: G per sequence (SkillRise) or per task of a
+        sequence (GRPO)."""
         plans: list[TrialPlan] = []
         for s, sequence in enumerate(sequences):
             ids = [t.id for t in sequence.tasks]
             if self.algo == "skillrise":
                 for g in range(self.G):
-                    plans.append(TrialPlan(len(plans), f"{tag}/s{s}/g{g}", f"{tag}/s{s}", sequence, ids))
+                    plans.append(TrialPlan(f"{tag}/s{s}/g{g}", f"{tag}/s{s}", sequence, ids))
             else:
                 for j, task_id in enumerate(ids):
                     for g in range(self.G):
-                        plans.append(
-                            TrialPlan(len(plans), f"{tag}/s{s}/t{j}/g{g}", f"{tag}/s{s}/t{j}", sequence, [task_id], j)
-                        )
+                        plans.append(TrialPlan(f"{tag}/s{s}/t{j}/g{g}", f"{tag}/s{s}/t{j}", sequence, [task_id], j))
         return plans
 
     # ------------------------------------------------------------------ playing
     def play(self, plans: Sequence[TrialPlan], generate: GenerateFn, step: int = 0) -> RolloutResult:
-        """Play every planned trial to its end, generating for all live trials together each round."""
+        """Play every planned trial to its end on the pool's envs: a waiting trial starts on whichever env
+        frees up, and each round the prompts of all trials in play are generated together."""
         result = RolloutResult(samples=[], task_rewards={}, success={}, plans=list(plans))
-        observations: dict[int, dict[str, Any]] = {}
-        by_env = {plan.env_index: plan for plan in plans}
-        attempts = {plan.env_index: 1 for plan in plans}
-        started = time.perf_counter()
         for plan in plans:
             result.task_rewards[plan.trial_id] = [0.0] * len(plan.task_ids)
-        live = self._start(sorted(by_env), by_env, step, result, observations, attempts)
+        schedule = _Schedule(list(plans), deque(range(len(plans))), [0] * len(plans))
+        started = time.perf_counter()
+        self._start(schedule, step, result)
         result.env_seconds += time.perf_counter() - started
         began = last_report = time.perf_counter()
         rounds = 0
 
-        while live:
-            prompts = [observations[i]["prompt"] for i in live]
-            prefixes = [str(observations[i].get("answer_prefix") or "") for i in live]
+        while schedule.slots:
+            live = sorted(schedule.slots, key=schedule.slots.__getitem__)  # envs, in their trials' plan order
+            prompts = [schedule.observations[i]["prompt"] for i in live]
+            prefixes = [str(schedule.observations[i].get("answer_prefix") or "") for i in live]
             started = time.perf_counter()
             completions: list[Completion] = []
             for start in range(0, len(prompts), self.generation_batch):
@@ -215,14 +284,14 @@ class RolloutEngine:
 
             started = time.perf_counter()
             # the trials on a lost worker start again (below); the others go on
-            outcomes, lost = self._pool_call(self.pool.step_many, {i: c.text for i, c in zip(live, completions)}, by_env)
+            outcomes, lost = self._pool_call(self.pool.step_many, {i: c.text for i, c in zip(live, completions)},
+                                             schedule)
             result.env_seconds += time.perf_counter() - started
 
-            still_live = []
             for index, completion, prompt in zip(live, completions, prompts):
                 if index in lost:
                     continue
-                plan = by_env[index]
+                plan = schedule.trial(index)
                 obs, reward, terminated, truncated, info = outcomes[index]
                 position = int(info["position"])
                 role = info["role"]
@@ -236,7 +305,7 @@ class RolloutEngine:
                     extra={"step": step, "group_id": plan.group_id, "prompt_truncated": completion.prompt_truncated},
                 )
                 # credit indexes the trial's own task list, so the tag keeps the episode-local position
-                seen = observations[index]  # what the turn was asked from: GiGPO's anchor state
+                seen = schedule.observations[index]  # what the turn was asked from: GiGPO's anchor state
                 tag = TurnTag(
                     trial=plan.trial_id, group=plan.group_id, role=role, position=position,
                     format_valid=turn.format_valid, step=turn.step_index,
@@ -250,70 +319,103 @@ class RolloutEngine:
                 if terminated or truncated:
                     summary = info.get("summary") or {}
                     result.success[plan.trial_id] = [bool(s) for s in summary.get("success", [])]
+                    del schedule.slots[index]  # the env takes the next trial (below)
+                    schedule.observations.pop(index)
                 else:
-                    observations[index] = obs
-                    still_live.append(index)
+                    schedule.observations[index] = obs
+            started = time.perf_counter()
             if lost:
-                started = time.perf_counter()
-                still_live += self._restart(lost, by_env, step, result, observations, attempts)
-                result.env_seconds += time.perf_counter() - started
-            live = sorted(still_live)
+                self._requeue(lost, schedule, result)
+            self._start(schedule, step, result)
+            result.env_seconds += time.perf_counter() - started
             rounds += 1
-            if self.progress is not None and live and time.perf_counter() - last_report >= PROGRESS_SECONDS:
+            if self.progress is not None and schedule.slots and time.perf_counter() - last_report >= PROGRESS_SECONDS:
                 last_report = time.perf_counter()
+                unfinished = len(schedule.slots) + len(schedule.queue)
                 self.progress(
                     f"  rollout of step {step + 1}: {rounds} rounds, {len(result.samples)} turns, "
-                    f"{len(plans) - len(live)}/{len(plans)} trials done, {last_report - began:.0f} s "
+                    f"{len(plans) - unfinished}/{len(plans)} trials done, {last_report - began:.0f} s "
                     f"(generation {result.generation_seconds:.0f} s, envs {result.env_seconds:.0f} s)")
-        return result
+        return _lockstep_order(result)
 
-    def _start(self, indices: Sequence[int], by_env: dict[int, TrialPlan], step: int, result: RolloutResult,
-               observations: dict[int, dict[str, Any]], attempts: dict[int, int]) -> list[int]:
-        """Reset the envs of these trials to their sequence's start (the same reset seed every time); the
-        indices of the trials that have a turn to play. An env worker lost meanwhile restarts its trials."""
-        replies, lost = self._pool_call(self.pool.reset_many, {
-            i: (_reset_seed(self.seed, step, by_env[i].trial_id), {"task_ids": by_env[i].task_ids}) for i in indices
-        }, by_env)
-        live = []
-        for index, (obs, info) in sorted(replies.items()):
-            observations[index] = obs
-            if info.get("sequence_done"):  # its tasks failed to load (engine errors): nothing to generate
-                result.success[by_env[index].trial_id] = [bool(s) for s in info["summary"]["success"]]
-            else:
-                live.append(index)
-        return live + (self._restart(lost, by_env, step, result, observations, attempts) if lost else [])
+    def _start(self, schedule: _Schedule, step: int, result: RolloutResult) -> None:
+        """Start waiting trials on every free env, in env order: reset to their sequence's start (the same
+        reset seed every time, whichever env plays it). An env whose trial has nothing to play (its tasks
+        failed to load) takes the next one; the trials of an env worker lost meanwhile wait again."""
+        while schedule.queue:
+            free = [i for i in range(self.pool.num_envs) if i not in schedule.slots]
+            if not free:
+                return
+            requests = {}
+            for index in free[: len(schedule.queue)]:
+                trial = schedule.queue.popleft()
+                schedule.slots[index] = trial
+                schedule.attempts[trial] += 1
+                plan = schedule.plans[trial]
+                requests[index] = (_reset_seed(self.seed, step, plan.trial_id), {"task_ids": plan.task_ids})
+            replies, lost = self._pool_call(self.pool.reset_many, requests, schedule)
+            for index, (obs, info) in sorted(replies.items()):
+                if info.get("sequence_done"):  # its tasks failed to load (engine errors): nothing to generate
+                    result.success[schedule.trial(index).trial_id] = [bool(s) for s in info["summary"]["success"]]
+                    del schedule.slots[index]
+                else:
+                    schedule.observations[index] = obs
+            if lost:
+                self._requeue(lost, schedule, result)
 
     @staticmethod
     def _pool_call(call: Callable[[dict[int, Any]], dict[int, Any]], requests: dict[int, Any],
-                   by_env: dict[int, TrialPlan]) -> tuple[dict[int, Any], list[int]]:
-        """`call(requests)` on the pool: (the replies that came, the requested envs whose worker was lost)."""
+                   schedule: _Schedule) -> tuple[dict[int, Any], set[int]]:
+        """`call(requests)` on the pool: (the replies that came, the envs whose worker was lost). A lost
+        worker loses every env it holds, also the ones this call did not ask anything of (a trial
+        mid-episode, while another env of that worker was being reset)."""
         try:
-            return call(requests), []
+            return call(requests), set()
         except WorkerError as exc:
-            lost = [i for i in requests if i in exc.indices]
-            logger.warning("%s; restarting trial(s) %s", exc, [by_env[i].trial_id for i in lost])
-            return EnvPool.unpack(exc.replies), lost
+            playing = [schedule.trial(i).trial_id for i in exc.indices if i in schedule.slots]
+            logger.warning("%s; restarting trial(s) %s", exc, playing)
+            return EnvPool.unpack(exc.replies), set(exc.indices)
 
-    def _restart(self, lost: Sequence[int], by_env: dict[int, TrialPlan], step: int, result: RolloutResult,
-                 observations: dict[int, dict[str, Any]], attempts: dict[int, int]) -> list[int]:
-        """Trials whose env worker died or hung: their turns so far are dropped and they play again from the
-        start on the replacement worker, up to `max_attempts` in all; after that they are dropped from this
-        rollout with the reason in `result.dropped` (their group trains on the trials that finished)."""
+    def _requeue(self, lost: set[int], schedule: _Schedule, result: RolloutResult) -> None:
+        """Trials whose env worker died or hung: their turns so far are dropped and they wait again, first in
+        line, to play from the start on the next free env, up to `max_attempts` plays in all; after that they
+        are dropped from this rollout with the reason in `result.dropped` (their group trains on the trials
+        that finished)."""
         again = []
-        for index in lost:
-            plan = by_env[index]
+        for index in sorted(lost):
+            if index not in schedule.slots:  # an env without a trial (it ended, or none was waiting)
+                continue
+            trial = schedule.slots.pop(index)
+            schedule.observations.pop(index, None)
+            plan = schedule.plans[trial]
             result.samples = [s for s in result.samples if s.tag.trial != plan.trial_id]
             result.success.pop(plan.trial_id, None)
-            if attempts[index] >= self.max_attempts:
+            if schedule.attempts[trial] >= self.max_attempts:
                 result.task_rewards.pop(plan.trial_id, None)
-                result.dropped[plan.trial_id] = f"its env worker died or hung {attempts[index]} times"
+                result.dropped[plan.trial_id] = f"its env worker died or hung {schedule.attempts[trial]} times"
                 logger.warning("dropping trial %s from this rollout: %s", plan.trial_id, result.dropped[plan.trial_id])
                 continue
-            attempts[index] += 1
             result.task_rewards[plan.trial_id] = [0.0] * len(plan.task_ids)
             result.replayed += 1
-            again.append(index)
-        return self._start(again, by_env, step, result, observations, attempts) if again else []
+            again.append(trial)
+        schedule.queue.extendleft(sorted(again, reverse=True))
+
+
+def _lockstep_order(result: RolloutResult) -> RolloutResult:
+    """The result with its samples in the order a lockstep rollout (one env per trial) records them: every
+    trial's first turn in plan order, then every trial's second...; and its per-trial dicts in plan order.
+    So the rows TRL gets (its mini-batch split, the packing's ties) do not depend on the pool's size."""
+    order = {plan.trial_id: n for n, plan in enumerate(result.plans)}
+    turns_so_far: dict[str, int] = defaultdict(int)
+    keys = []
+    for sample in result.samples:  # a trial's samples are appended in the order it played them
+        keys.append((turns_so_far[sample.tag.trial], order[sample.tag.trial]))
+        turns_so_far[sample.tag.trial] += 1
+    result.samples = [sample for _key, sample in sorted(zip(keys, result.samples), key=lambda pair: pair[0])]
+    for name in ("task_rewards", "success"):
+        by_trial = getattr(result, name)
+        setattr(result, name, {p.trial_id: by_trial[p.trial_id] for p in result.plans if p.trial_id in by_trial})
+    return result
 
 
 def anchor_key(observation: dict[str, Any]) -> tuple[str, tuple[str, ...]]:

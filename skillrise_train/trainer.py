@@ -5,9 +5,10 @@ clipped policy loss (`loss_type`, `epsilon`, `delta` as the dual clip, the entro
 via PEFT, accelerate/DeepSpeed, checkpoints and resume. Every use of TRL's private API lives in
 `trl_adapter.GRPOAdapter`, this class's base; here: what a step does.
 
-One training step (`rollout_batch`): play S sequences x G trials (`rollout.py`), assign credit (`credit.py`:
-solve turns their task's reward, curate turns the discounted later rewards, group-relative advantages per
-(group, position, role)), and return one row per trained model call with its advantage.
+One training step (`rollout_batch`): play S sequences x G trials (`rollout.py`, on N envs reused across the
+trials: `envs`), assign credit (`credit.py`: solve turns their task's reward, curate turns the discounted
+later rewards, group-relative advantages per (group, position, role)), and return one row per trained model
+call with its advantage.
 
 Batching, three levels, and nothing else:
 
@@ -26,6 +27,11 @@ Batching, three levels, and nothing else:
    the last to the Trainer; each is weighted so the sum is TRL's loss on the whole micro-step (TRL scales
    its loss for gradient accumulation itself, so the manual backward needs no extra factor:
    tests/test_trl_contract.py checks grad_accum=2 with packing against one pass).
+
+Generation is batched apart from these: each rollout round generates the prompts of the trials in play
+together (at most N, the env pool's size, in calls of at most `generation_batch`), and the rows come back
+in the same order whatever N. With sampling, which prompts share a call does change the tokens drawn (one
+RNG per call), so a sampled run is reproducible for one N; see rollout.py, "Determinism".
 
 TRL's dataset is a placeholder: the envs own the prompts. It has one generation batch of rows so TRL's
 dataloader turns; `num_generations=2` and `per_device_train_batch_size=2` only satisfy TRL's checks on that
@@ -246,7 +252,7 @@ class SkillRiseTrainer(GRPOAdapter):
             config.env, config.algo, config.K, config.G, config.S,
             config.train_split or default_splits(config.env)[0], config.max_task_steps,
             success_reward=config.success_reward, seed=config.seed, workers=config.env_workers,
-            env_timeout=config.env_timeout,
+            env_timeout=config.env_timeout, envs=config.envs,
             backend_options=backend_options, generation_batch=config.generation_batch,
             rank=args.process_index, world_size=args.world_size, prompt_style=prompt_style,
         )

@@ -365,14 +365,15 @@ def _look_completion():
 
 
 def _play_toy(workers: int, kill_on_call: int | None = None, **options):
-    """One SkillRise rollout (K=2, S=2, G=2) on toy envs in `workers` processes, answering 'look' and a
-    fixed skill; with `kill_on_call`, env worker 1 is killed (SIGKILL) just before that generation call."""
+    """One SkillRise rollout (K=2, S=2, G=2) on four toy envs (one per trial) in `workers` processes, answering
+    'look' and a fixed skill; with `kill_on_call`, env worker 1 is killed (SIGKILL) just before that
+    generation call. (tests/test_train_rollout.py plays fewer envs than trials.)"""
     import signal
 
     from skillrise_train.rollout import Completion, RolloutEngine
 
     engine = RolloutEngine("toy", "skillrise", 2, 2, 2, "train", 2, seed=0, workers=workers, env_timeout=2.0,
-                           backend_options=options)
+                           backend_options=options, envs=4)
     calls = {"n": 0}
 
     def generate(prompts, prefixes):

@@ -90,6 +90,9 @@ class Backend(ABC):
     admissible_by_default: ClassVar[bool] = True
     #: prompt style `SequenceEnv` renders unless told otherwise (`prompts.STYLES`: "full" or "compact")
     prompt_style: ClassVar[str] = "full"
+    #: memory one env holds on its own, beyond what the envs of a process share (bytes; 0: too little to
+    #: matter): `skillrise-train --envs 0` sizes its env pool to the available memory by it
+    env_memory: ClassVar[int] = 0
 
     def state_unless_live(self, live: bool, why: str) -> dict:
         """For `__getstate__` of backends whose engine cannot be pickled: the instance's state before reset,

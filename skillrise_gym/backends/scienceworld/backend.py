@@ -121,6 +121,8 @@ class ScienceWorldBackend(Backend):
     splits: ClassVar[tuple[str, ...]] = catalog.SPLITS
     default_max_task_steps: ClassVar[int] = 30
     admissible_by_default: ClassVar[bool] = False
+    #: one JVM per env: the 1 GB heap cap plus 100-200 MB beyond it (docs/scienceworld.md, memory)
+    env_memory: ClassVar[int] = 1_200_000_000
 
     #: inclusive bounds checked when an env is made (`check_options`)
     option_ranges: ClassVar[dict[str, tuple[float, float]]] = {
