@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Set up (idempotent) and run the main job: a few SkillRise training steps on WebShop, offline, on CPU,
 # with the embedded SmolLM2-135M-Instruct and a generated product catalog. Extra flags go to skillrise-train.
+# Tasks are capped at 5 steps (WebShop's own limit is 15: a 135M model uses them all, three times the run
+# time, and does not shop either way); pass --max-task-steps 15 for the backend's limit.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 TOKENIZERS_PARALLELISM=false
-exec .venv/bin/skillrise-train --env webshop "$@"
+exec .venv/bin/skillrise-train --env webshop --max-task-steps 5 "$@"
