@@ -99,9 +99,11 @@ def _probe(address: str) -> None:
     try:
         socket.create_connection((host, int(port)), timeout=CONNECT_TIMEOUT).close()
     except OSError as exc:
-        reason = "no answer" if isinstance(exc, socket.timeout) else exc.strerror or str(exc)
+        reason = exc.strerror or str(exc)
+        if isinstance(exc, socket.timeout):
+            reason = f"no answer within {CONNECT_TIMEOUT:g} s"
         raise ConfigurationError(
-            f"no Ray cluster at {address} ({reason} within {CONNECT_TIMEOUT:g} s): start one there "
+            f"no Ray cluster at {address} ({reason}): start one there "
             "(`ray start --head` on that machine prints its address), or use --ray-address local for a Ray "
             "instance on this machine") from None
 
