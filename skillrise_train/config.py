@@ -136,7 +136,7 @@ class TrainConfig:
     env_workers: int = option(0, 'Worker processes for the envs (0: in this process).')
     env_timeout: float = option(600.0, 'With env workers (or on Ray): seconds a worker (an actor) may take to answer one round; one that dies or exceeds it is replaced and its trials replayed (then dropped, logged).')
     ray_address: str | None = option(None, "Run each env in a Ray actor instead of env_workers processes: local (a Ray instance on this machine) or a running cluster's address (host:port, ray://host:10001, auto); unset: no Ray. Needs pip install 'skillrise-gym[ray]'.")
-    ray_num_cpus: float | None = option(None, "With ray_address: CPUs reserved per env (unset: none held, Ray's actor default).")
+    ray_num_cpus: float | None = option(None, "With ray_address: CPUs reserved per env (unset: none held while it runs, as for any Ray actor).")
     ray_memory: float | None = option(None, 'With ray_address: memory reserved per env in bytes, e.g. 1.5e9 for a ScienceWorld JVM.')
     threads: int = option(1, 'Torch CPU threads (one was never slower than two for small models).')
     use_vllm: bool = option(False, 'Generate with vLLM (GPU only; colocated with training).')

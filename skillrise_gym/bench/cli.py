@@ -80,7 +80,8 @@ def build_parser() -> argparse.ArgumentParser:
                      "this machine) or a running cluster's address (host:port, ray://host:10001, auto); needs "
                      "pip install 'skillrise-gym[ray]'")
     exe.add_argument("--ray-num-cpus", type=float, default=None, metavar="N",
-                     help="with --ray-address: CPUs reserved per env (default: none held, Ray's actor default)")
+                     help="with --ray-address: CPUs reserved per env (default: none held while it runs, as for "
+                     "any Ray actor)")
     exe.add_argument("--ray-memory", type=float, default=None, metavar="BYTES",
                      help="with --ray-address: memory reserved per env, e.g. 1.5e9 for a ScienceWorld JVM")
     exe.add_argument("--no-progress", action="store_true", help="no progress bar")

@@ -5,10 +5,10 @@ Top to bottom:
    existing one must match it, and its finished sequences are skipped.
 2. For each K, draw N sequences with `SequenceSampler.sequences(N, seed)`: the same sequences for every
    agent and every re-run. Each is pinned on an env with ``reset(options={"task_ids": [...]})``.
-3. Keep `parallel` sequences in flight on an `EnvPool` (or a `RayEnvPool` with `ray_address`); each round, every in-flight sequence's
-   observation goes to the agent in one `act` call (batched agents batch it), and the answers are stepped
-   together. A finished sequence is committed (its turns, then its result line) and its env slot takes
-   the next sequence.
+3. Keep `parallel` sequences in flight on an `EnvPool` (a `RayEnvPool` with `ray_address`); each round,
+   every in-flight sequence's observation goes to the agent in one `act` call (batched agents batch it),
+   and the answers are stepped together. A finished sequence is committed (its turns, then its result
+   line) and its env slot takes the next sequence.
 4. Summaries: metrics with bootstrap CIs (summary.json), a Markdown table (summary.md and stdout), plots.
 
 Carry modes (`BenchConfig.carry`: what crosses from one task to the next, `prompts.CARRY_MODES`): the
