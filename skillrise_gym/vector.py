@@ -14,6 +14,9 @@ observations into arrays, none of which fits episodes of different lengths with 
 Failures: an exception raised by an env is re-raised here (same type when picklable). A worker that dies
 (killed, segfault) or exceeds `timeout` raises `WorkerError` naming the env indices that were lost; the
 worker is restarted and those envs must be reset again.
+
+Beyond one machine: `ray_pool.RayEnvPool`, the same interface and contract with each env in a Ray actor;
+`make_pool` picks one of the two.
 """
 
 from __future__ import annotations
@@ -46,6 +49,21 @@ def env_fn(env_id: str, **kwargs: Any) -> EnvFn:
     if env_id.startswith("SkillRise-"):
         return functools.partial(_make_registered, env_id, **kwargs)
     return functools.partial(_make_sequence_env, env_id, **kwargs)
+
+
+def make_pool(env_fns: Sequence[EnvFn], workers: int = 0, timeout: float | None = None,
+              ray_address: str | None = None, ray_num_cpus: float | None = None,
+              ray_memory: float | None = None) -> "EnvPool":
+    """An `EnvPool` of `workers` processes, or with `ray_address` ("local" or a cluster's address) a
+    `RayEnvPool` (one actor per env, `ray_num_cpus` and `ray_memory` bytes per env; `workers` does not apply).
+    The bench and the trainer build their pools here, so both take the same choice the same way."""
+    from skillrise_gym.ray_pool import RayEnvPool, check_settings
+
+    check_settings(ray_address, ray_num_cpus, ray_memory)
+    if ray_address is None:
+        return EnvPool(env_fns, workers=workers, timeout=timeout)
+
+    return RayEnvPool(env_fns, address=ray_address, timeout=timeout, num_cpus=ray_num_cpus, memory=ray_memory)
 
 
 def _make_registered(env_id: str, **kwargs: Any) -> gym.Env:

@@ -162,6 +162,10 @@ def run(config: TrainConfig) -> dict[str, Any]:
     warnings.filterwarnings("ignore", category=FutureWarning)
     if not torch.cuda.is_available():
         torch.set_num_threads(max(1, config.threads))
+    if config.ray_address:  # an unreachable cluster is refused now, before the model loads
+        from skillrise_gym.ray_pool import connect
+
+        connect(config.ray_address)
     out = Path(config.output_dir)
     resume_from = None
     if config.resume:

@@ -134,7 +134,10 @@ class TrainConfig:
     seed: int = option(0, 'Seed of sequence draws, sampling and initialisation.')
     envs: int = option(0, "Envs that play a step's trials, each env taking the next trial when its own ends (memory grows with it, not with the S x G trials; ScienceWorld: one JVM of about 1.2 GB each). 0: one per trial, except ScienceWorld: no more JVMs than the available memory holds; more than a step's trials: one per trial.")
     env_workers: int = option(0, 'Worker processes for the envs (0: in this process).')
-    env_timeout: float = option(600.0, 'With env workers: seconds a worker may take to answer one round; a worker that dies or exceeds it is replaced and its trials replayed (then dropped, logged).')
+    env_timeout: float = option(600.0, 'With env workers (or on Ray): seconds a worker (an actor) may take to answer one round; one that dies or exceeds it is replaced and its trials replayed (then dropped, logged).')
+    ray_address: str | None = option(None, "Run each env in a Ray actor instead of env_workers processes: local (a Ray instance on this machine) or a running cluster's address (host:port, ray://host:10001, auto); unset: no Ray. Needs pip install 'skillrise-gym[ray]'.")
+    ray_num_cpus: float | None = option(None, "With ray_address: CPUs reserved per env (unset: none held while it runs, as for any Ray actor).")
+    ray_memory: float | None = option(None, 'With ray_address: memory reserved per env in bytes, e.g. 1.5e9 for a ScienceWorld JVM.')
     threads: int = option(1, 'Torch CPU threads (one was never slower than two for small models).')
     use_vllm: bool = option(False, 'Generate with vLLM (GPU only; colocated with training).')
     vllm_gpu_memory_utilization: float = option(0.3, 'GPU memory share of vLLM in colocate mode.')
@@ -185,6 +188,9 @@ class TrainConfig:
             raise ValueError("invalid_penalty must be >= 0")
         if self.envs < 0:
             raise ValueError(f"envs must be >= 0 (0 sizes the env pool to the memory), got {self.envs}")
+        from skillrise_gym.ray_pool import check_settings
+
+        check_settings(self.ray_address, self.ray_num_cpus, self.ray_memory)
         from skillrise_gym.backends import backend_class, check_options
 
         backend_class(self.env)  # an unknown name: ValueError listing the known ones

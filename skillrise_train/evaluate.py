@@ -56,7 +56,8 @@ def evaluate(config: TrainConfig, generate: Callable[[list[str]], list[Completio
         num_sequences=config.eval_sequences, split=split, seed=config.seed + EVAL_SEED_OFFSET,
         workers=config.env_workers, parallel=max(1, min(config.eval_sequences, config.generation_batch)),
         max_task_steps=config.max_task_steps, backend_options=dict(config.backend_options), progress=False,
-        plots=False,
+        plots=False, worker_timeout=config.env_timeout, ray_address=config.ray_address,
+        ray_num_cpus=config.ray_num_cpus, ray_memory=config.ray_memory,
     )
     outcome = run_bench(bench, agent)
     block = outcome.summary["blocks"][0]

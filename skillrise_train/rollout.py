@@ -1,4 +1,5 @@
-"""Rollouts: S sequences x G trials per step, played on a fixed pool of N SequenceEnvs (an `EnvPool`).
+"""Rollouts: S sequences x G trials per step, played on a fixed pool of N SequenceEnvs (an `EnvPool`, or a
+`RayEnvPool` with `ray_address`).
 
 Each round, every trial in play contributes its current prompt; all prompts go to the model in one batched
 generation call (TRL's generation path: HF generate on CPU, vLLM on GPUs); every completion is stepped in
@@ -47,7 +48,7 @@ from skillrise_gym.backends import backend_class
 from skillrise_gym.env import SequenceEnv
 from skillrise_gym.records import Turn, turn_from_step
 from skillrise_gym.sequences import SequenceSampler, TaskSequence
-from skillrise_gym.vector import EnvPool, WorkerError, env_fn
+from skillrise_gym.vector import EnvPool, WorkerError, env_fn, make_pool
 from skillrise_train.credit import TurnTag, anchor_groups
 
 logger = logging.getLogger("skillrise_train")
@@ -208,6 +209,9 @@ class RolloutEngine:
         env_timeout: float | None = None,
         max_attempts: int = 2,
         envs: int = 0,
+        ray_address: str | None = None,
+        ray_num_cpus: float | None = None,
+        ray_memory: float | None = None,
     ) -> None:
         self.env, self.algo, self.K, self.G, self.S = env, algo, K, G, S
         self.max_attempts = max_attempts
@@ -225,10 +229,11 @@ class RolloutEngine:
         self.prompt_style = prompt_style
         fn = env_fn(env, K=episode_K, split=split, max_task_steps=max_task_steps, backend_options=options,
                     prompt_style=prompt_style)
-        # N envs serve every trial of a step (play); with env workers, a worker that dies or does not answer
-        # in env_timeout s is replaced
+        # N envs serve every trial of a step (play); with env workers or Ray actors, a worker that dies or
+        # does not answer in env_timeout s is replaced
         size = pool_size(envs, self.trials_per_step, env)
-        self.pool = EnvPool([fn] * size, workers=workers, timeout=env_timeout if workers else None)
+        self.pool = make_pool([fn] * size, workers=workers, timeout=env_timeout if workers or ray_address else None,
+                              ray_address=ray_address, ray_num_cpus=ray_num_cpus, ray_memory=ray_memory)
         #: called with a one-line report every PROGRESS_SECONDS of a rollout (the CLI prints it), or None
         self.progress: Callable[[str], None] | None = None
 

@@ -252,7 +252,8 @@ class SkillRiseTrainer(GRPOAdapter):
             config.env, config.algo, config.K, config.G, config.S,
             config.train_split or default_splits(config.env)[0], config.max_task_steps,
             success_reward=config.success_reward, seed=config.seed, workers=config.env_workers,
-            env_timeout=config.env_timeout, envs=config.envs,
+            env_timeout=config.env_timeout, envs=config.envs, ray_address=config.ray_address,
+            ray_num_cpus=config.ray_num_cpus, ray_memory=config.ray_memory,
             backend_options=backend_options, generation_batch=config.generation_batch,
             rank=args.process_index, world_size=args.world_size, prompt_style=prompt_style,
         )

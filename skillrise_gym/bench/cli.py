@@ -75,6 +75,15 @@ def build_parser() -> argparse.ArgumentParser:
     exe.add_argument("--parallel", type=int, default=None,
                      help="sequences in flight (default: max(workers, agent batch size))")
     exe.add_argument("--worker-timeout", type=float, default=600.0, help="seconds per round before a worker is restarted")
+    exe.add_argument("--ray-address", default=None, metavar="ADDRESS",
+                     help="run each env in a Ray actor instead of --workers processes: local (a Ray instance on "
+                     "this machine) or a running cluster's address (host:port, ray://host:10001, auto); needs "
+                     "pip install 'skillrise-gym[ray]'")
+    exe.add_argument("--ray-num-cpus", type=float, default=None, metavar="N",
+                     help="with --ray-address: CPUs reserved per env (default: none held while it runs, as for "
+                     "any Ray actor)")
+    exe.add_argument("--ray-memory", type=float, default=None, metavar="BYTES",
+                     help="with --ray-address: memory reserved per env, e.g. 1.5e9 for a ScienceWorld JVM")
     exe.add_argument("--no-progress", action="store_true", help="no progress bar")
     exe.add_argument("--no-plots", action="store_true", help="no PNG plots")
 
@@ -211,13 +220,18 @@ def main(argv: Sequence[str] | None = None) -> int:
             max_task_steps=args.max_task_steps, family=args.family,
             backend_options=parse_backend_options(args.backend_option), worker_timeout=args.worker_timeout,
             progress=not args.no_progress, plots=not args.no_plots, carry=args.carry,
-            prompt_style=args.prompt_style,
+            prompt_style=args.prompt_style, ray_address=args.ray_address, ray_num_cpus=args.ray_num_cpus,
+            ray_memory=args.ray_memory,
         )
+        if config.ray_address:  # an unreachable cluster is refused now, before the run directory is made
+            from skillrise_gym.ray_pool import connect
+
+            connect(config.ray_address)
         agent = make_agent(args, config.benchmark)
     except (ValueError, RunDirError) as exc:
         log(f"skillrise-bench: error: {exc}")
         return EXIT_USAGE
-    except (MissingDependencyError, ImportError, FileNotFoundError) as exc:
+    except (MissingDependencyError, ImportError, FileNotFoundError, ConfigurationError) as exc:
         log(f"skillrise-bench: error: {exc}")
         return EXIT_USAGE
     try:

@@ -5,10 +5,10 @@ Top to bottom:
    existing one must match it, and its finished sequences are skipped.
 2. For each K, draw N sequences with `SequenceSampler.sequences(N, seed)`: the same sequences for every
    agent and every re-run. Each is pinned on an env with ``reset(options={"task_ids": [...]})``.
-3. Keep `parallel` sequences in flight on an `EnvPool`; each round, every in-flight sequence's
-   observation goes to the agent in one `act` call (batched agents batch it), and the answers are stepped
-   together. A finished sequence is committed (its turns, then its result line) and its env slot takes
-   the next sequence.
+3. Keep `parallel` sequences in flight on an `EnvPool` (a `RayEnvPool` with `ray_address`); each round,
+   every in-flight sequence's observation goes to the agent in one `act` call (batched agents batch it),
+   and the answers are stepped together. A finished sequence is committed (its turns, then its result
+   line) and its env slot takes the next sequence.
 4. Summaries: metrics with bootstrap CIs (summary.json), a Markdown table (summary.md and stdout), plots.
 
 Carry modes (`BenchConfig.carry`: what crosses from one task to the next, `prompts.CARRY_MODES`): the
@@ -40,7 +40,8 @@ from skillrise_gym.bench import metrics
 from skillrise_gym.bench.store import CarrySetDir, OutputError, RunStore, carry_dir_name, is_carry_set, trial_id
 from skillrise_gym.records import Turn, turn_from_step
 from skillrise_gym.sequences import TaskSequence
-from skillrise_gym.vector import EnvPool, WorkerError, env_fn
+from skillrise_gym.ray_pool import check_settings
+from skillrise_gym.vector import EnvPool, WorkerError, env_fn, make_pool
 
 #: bench env name -> what `vector.env_fn` makes (a registered gym id, or a backend name for SequenceEnv)
 ENVS = {
@@ -69,6 +70,9 @@ class BenchConfig:
     family: str | None = None  # draw only from this family
     backend_options: dict[str, Any] = field(default_factory=dict)  # keyword arguments of the backend
     worker_timeout: float | None = 600.0  # seconds a worker may take for one round before it is restarted
+    ray_address: str | None = None  # envs in Ray actors: "local" or a cluster's address (None: EnvPool's processes)
+    ray_num_cpus: float | None = None  # on Ray: CPUs reserved per env (None: Ray's actor default, none held)
+    ray_memory: float | None = None  # on Ray: memory reserved per env, in bytes
     max_attempts: int = 2  # plays of a sequence whose worker died before the run gives up
     progress: bool = True  # show a progress bar on stderr
     plots: bool = True  # write PNG plots
@@ -91,6 +95,7 @@ class BenchConfig:
             raise ValueError("--workers must be >= 0")
         if self.parallel is not None and self.parallel < 1:
             raise ValueError("--parallel must be at least 1")
+        check_settings(self.ray_address, self.ray_num_cpus, self.ray_memory)
         cls = backend_class(self.env)
         check_options(cls, self.backend_options)
         self.split = self.split or cls.splits[0]
@@ -263,8 +268,9 @@ class BenchRunner:
     def _play(self, K: int, todo: Sequence[tuple[int, TaskSequence]]) -> None:
         c = self.config
         parallel = min(len(todo), c.parallel or max(c.workers, self.agent.batch_size, 1))
-        pool = EnvPool([env_fn(ENVS[c.env], **self._env_kwargs(K))] * parallel, workers=min(c.workers, parallel),
-                       timeout=c.worker_timeout)
+        pool = make_pool([env_fn(ENVS[c.env], **self._env_kwargs(K))] * parallel, workers=min(c.workers, parallel),
+                         timeout=c.worker_timeout, ray_address=c.ray_address, ray_num_cpus=c.ray_num_cpus,
+                         ray_memory=c.ray_memory)
         queue: deque[_Flight] = deque(_Flight(K, i, s, attempt=1) for i, s in todo)
         slots: dict[int, _Flight] = {}
         try:

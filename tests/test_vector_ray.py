@@ -1,0 +1,272 @@
+"""RayEnvPool (issue 13): EnvPool's interface and failure contract on Ray actors. On a small local Ray
+instance (2 CPUs, a 200 MB object store, one per module): the same results as EnvPool for the bench and
+the trainer, a killed actor (ray.kill) or a hung one reported and replaced, and the bench's and the trainer's
+replay losing nothing and duplicating nothing. Without Ray: a clear error naming the extra; an address
+where nothing listens: a clear error within seconds."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from skillrise_gym.backends.base import ConfigurationError, MissingDependencyError
+from skillrise_gym.vector import EnvPool, WorkerError, env_fn
+
+try:  # imported here, not under a test's capsys: Ray's log handler keeps the stream it first sees
+    import ray
+except ImportError:
+    ray = None
+
+needs_ray = pytest.mark.skipif(ray is None, reason="ray is not installed (pip install 'skillrise-gym[ray]')")
+needs_trainer = pytest.mark.skipif(importlib.util.find_spec("trl") is None,
+                                   reason="the trainer's extra is not installed (pip install 'skillrise-gym[train]')")
+NOWHERE = "127.0.0.1:1"  # nothing listens on port 1
+
+
+@pytest.fixture(scope="module")
+def ray_local():
+    """One local Ray instance for the module, started as the pools start it (`connect("local")`)."""
+    from skillrise_gym.ray_pool import LOCAL_OBJECT_STORE_BYTES, connect
+
+    ray = connect("local")
+    assert ray.cluster_resources()["object_store_memory"] <= LOCAL_OBJECT_STORE_BYTES
+    yield ray
+    ray.shutdown()
+
+
+def play_all(pool, n):
+    """Drive every env with one answer until all sequences end; return the per-env summaries."""
+    pool.reset_many({i: (i, {"task_ids": ["red-train-1", "red-train-2"]}) for i in range(n)})
+    summaries, live = {}, set(range(n))
+    while live:
+        out = pool.step_many({i: "<skill>x</skill>" for i in live})
+        for i, (_obs, _r, done, _t, info) in out.items():
+            if done:
+                summaries[i] = info["summary"]
+                live.discard(i)
+    return summaries
+
+
+def bench_records(out: Path) -> tuple[list[dict], list[dict]]:
+    """results.jsonl and turns.jsonl without what depends on timing."""
+    rows = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
+    turns = [json.loads(line) for line in (out / "turns.jsonl").read_text().splitlines()]
+    for row in rows:
+        for key in ("agent_s", "wall_s", "finished_at"):
+            row.pop(key)
+    for turn in turns:
+        turn["extra"].pop("latency_s")
+    rows.sort(key=lambda r: (r["K"], r["index"]))
+    turns.sort(key=lambda t: t["trial_id"])  # stable: each trial's turns stay in play order
+    return rows, turns
+
+
+# ---------------------------------------------------------------------------- without a cluster
+def test_without_ray_the_error_names_the_extra(monkeypatch, tmp_path, capsys):
+    from skillrise_gym.bench.cli import main
+    from skillrise_gym.ray_pool import RayEnvPool
+
+    monkeypatch.setitem(sys.modules, "ray", None)  # `import ray` fails as if it were not installed
+    with pytest.raises(MissingDependencyError, match=r"pip install 'skillrise-gym\[ray\]'"):
+        RayEnvPool([env_fn("toy", K=1)])
+    out = tmp_path / "run"
+    assert main(["--env", "toy", "--agent", "expert", "--out", str(out), "--ray-address", "local"]) == 2
+    assert "pip install 'skillrise-gym[ray]'" in capsys.readouterr().err and not out.exists()
+
+
+def test_ray_settings_are_checked_before_anything_starts():
+    from skillrise_gym.bench.runner import BenchConfig
+    from skillrise_gym.ray_pool import RayEnvPool
+    from skillrise_gym.vector import make_pool
+
+    with pytest.raises(ValueError, match="at least one env"):
+        RayEnvPool([])
+    with pytest.raises(ValueError, match="need --ray-address"):
+        make_pool([env_fn("toy", K=1)], ray_num_cpus=1)
+    with pytest.raises(ValueError, match="need --ray-address"):
+        BenchConfig(env="toy", out="unused", ray_memory=1e9)
+    with pytest.raises(ValueError, match="--ray-num-cpus .* >= 0"):
+        BenchConfig(env="toy", out="unused", ray_address="local", ray_num_cpus=-1)
+    with pytest.raises(ValueError, match="--ray-memory .* >= 1"):
+        BenchConfig(env="toy", out="unused", ray_address="local", ray_memory=0)
+    with pytest.raises(ValueError, match="--ray-address must be"):
+        BenchConfig(env="toy", out="unused", ray_address=" ")
+    with pytest.raises(ValueError, match="timeout"):
+        RayEnvPool([env_fn("toy", K=1)], timeout=0)
+    if importlib.util.find_spec("transformers") is not None:
+        from skillrise_train.config import TrainConfig
+
+        with pytest.raises(ValueError, match="need --ray-address"):
+            TrainConfig(env="toy", ray_num_cpus=1)
+
+
+@needs_ray
+def test_an_address_where_nothing_listens_is_refused_within_seconds(tmp_path, capsys):
+    from skillrise_gym.bench.cli import main
+    from skillrise_gym.ray_pool import RayEnvPool
+
+    ray.shutdown()  # a process already connected would use that connection
+    started = time.monotonic()
+    with pytest.raises(ConfigurationError, match=f"no Ray cluster at {NOWHERE}"):
+        RayEnvPool([env_fn("toy", K=1)], address=NOWHERE)
+    out = tmp_path / "run"
+    assert main(["--env", "toy", "--agent", "expert", "--out", str(out), "--ray-address", NOWHERE]) == 2
+    err = capsys.readouterr().err
+    assert f"no Ray cluster at {NOWHERE}" in err and "ray start --head" in err and not out.exists()
+    if importlib.util.find_spec("trl") is not None:
+        from skillrise_train.cli import main as train
+
+        assert train(["--env", "toy", "--model", "tiny", "--ray-address", NOWHERE,
+                      "--output-dir", str(tmp_path / "train")]) == 2
+        assert f"no Ray cluster at {NOWHERE}" in capsys.readouterr().err and not (tmp_path / "train").exists()
+    assert time.monotonic() - started < 30  # Ray's own client would still be retrying
+    assert not ray.is_initialized()
+
+
+# ---------------------------------------------------------------------------- on a local cluster
+@needs_ray
+def test_envs_on_ray_answer_as_in_process_and_lost_actors_are_replaced(ray_local):
+    from skillrise_gym.ray_pool import RayEnvPool
+
+    fns = [env_fn("toy", K=2, max_task_steps=2, backend_options={"hang_on": ["blue-train-1"]}) for _ in range(3)]
+    with EnvPool(fns, workers=0) as local, RayEnvPool(fns, address="local", timeout=60.0) as pool:
+        assert play_all(pool, 3) == play_all(local, 3)
+        assert pool.workers == pool.num_envs == 3
+        pool.reset(0, seed=0)
+        with pytest.raises(TypeError, match="expected str"):  # an env's error, re-raised with its type
+            pool.step(0, 42)
+        with pytest.raises(IndexError):
+            pool.step(5, "look")
+
+        pool.reset_many({i: (i, None) for i in range(3)})
+        ray_local.kill(pool._actors[1])
+        with pytest.raises(WorkerError, match="actor of env 1 died") as caught:
+            pool.step_many({0: "look", 1: "look"})
+        assert caught.value.indices == [1]
+        assert list(EnvPool.unpack(caught.value.replies)) == [0]  # env 0 answered: its episode goes on
+        _obs, info = pool.reset(1, seed=1)  # the replacement actor serves again
+        assert info["position"] == 0 and pool.call(1, "role") == "solve"
+
+        pool.reset(2, options={"task_ids": ["blue-train-1", "blue-train-2"]})
+        pool.timeout, started = 2.0, time.monotonic()  # short for the hung env alone: a busy machine is slow
+        with pytest.raises(WorkerError, match="actor of env 2 timed out"):
+            pool.step(2, "look")  # the toy engine hangs on this task's first step
+        assert time.monotonic() - started < 10
+        pool.timeout = 60.0
+        _obs, info = pool.reset(2, seed=0)
+        assert info["position"] == 0
+
+
+@needs_ray
+def test_a_bench_on_ray_gives_envpools_results_also_with_an_actor_killed_mid_run(ray_local, tmp_path, monkeypatch):
+    import skillrise_gym.bench.runner as runner
+    from skillrise_gym.agents.random_agent import RandomAgent
+    from skillrise_gym.bench.runner import BenchConfig, run_bench
+
+    def config(name, **kwargs):
+        return BenchConfig(env="toy", out=str(tmp_path / name), K=[1, 3], num_sequences=4, parallel=2,
+                           progress=False, plots=False, **kwargs)
+
+    assert run_bench(config("envpool", workers=0), RandomAgent(seed=0, benchmark="toy")).status == "complete"
+    assert run_bench(config("ray", ray_address="local"), RandomAgent(seed=0, benchmark="toy")).status == "complete"
+    assert bench_records(tmp_path / "ray") == bench_records(tmp_path / "envpool")
+
+    pools = []
+    make_pool = runner.make_pool
+
+    def recording(*args, **kwargs):
+        pools.append(make_pool(*args, **kwargs))
+        return pools[-1]
+
+    class KillingAgent(RandomAgent):
+        calls = 0
+
+        def act(self, observations, infos=None):
+            type(self).calls += 1
+            if type(self).calls == 5:  # mid-sequence on K=3
+                ray_local.kill(pools[-1]._actors[0])
+            return super().act(observations, infos)
+
+    monkeypatch.setattr(runner, "make_pool", recording)
+    assert run_bench(config("killed", ray_address="local"), KillingAgent(seed=0, benchmark="toy")).status == "complete"
+    rows, turns = bench_records(tmp_path / "killed")
+    assert sorted(r.pop("attempt") for r in rows) == [1] * 7 + [2]  # the sequence on the killed actor, replayed
+    calm_rows, calm_turns = bench_records(tmp_path / "envpool")
+    for row in calm_rows:
+        row.pop("attempt")
+    assert rows == calm_rows and turns == calm_turns  # nothing lost, nothing recorded twice
+
+
+@needs_ray
+def test_another_process_plays_on_the_cluster_by_its_address(ray_local, tmp_path):
+    """`--ray-address host:port` as on a cluster: a second driver process (the bench CLI) joins this module's
+    Ray instance by its address and records what EnvPool records."""
+    import subprocess
+
+    from skillrise_gym.agents.random_agent import RandomAgent
+    from skillrise_gym.bench.runner import BenchConfig, run_bench
+
+    flags = ["--env", "toy", "--agent", "random", "--K", "2", "--num-sequences", "3", "--parallel", "2",
+             "--no-progress", "--no-plots"]
+    address = ray_local.get_runtime_context().gcs_address
+    done = subprocess.run([sys.executable, "-m", "skillrise_gym.bench.cli", *flags, "--ray-address", address,
+                           "--out", str(tmp_path / "cluster")], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert f"Connecting to existing Ray cluster at address: {address}" in done.stderr
+    local = BenchConfig(env="toy", out=str(tmp_path / "envpool"), K=[2], num_sequences=3, parallel=2, workers=0,
+                        progress=False, plots=False)
+    assert run_bench(local, RandomAgent(seed=0, benchmark="toy")).status == "complete"
+    assert bench_records(tmp_path / "cluster") == bench_records(tmp_path / "envpool")
+
+
+@needs_ray
+def test_a_rollout_on_ray_with_an_actor_killed_mid_rollout_loses_nothing_and_duplicates_nothing(ray_local):
+    from test_train_rollout import G, K, S, generate, play, turns, unique_turns
+
+    from skillrise_train.rollout import RolloutEngine
+
+    calm_engine = RolloutEngine("toy", "skillrise", K, G, S, "train", 4, seed=7, envs=3)  # EnvPool, in-process
+    try:
+        plans, calm = play(calm_engine)
+    finally:
+        calm_engine.close()
+
+    rollout = RolloutEngine("toy", "skillrise", K, G, S, "train", 4, seed=7, envs=3, ray_address="local",
+                            env_timeout=30.0)
+    calls = {"n": 0}
+
+    def killing(prompts, prefixes):
+        calls["n"] += 1
+        if calls["n"] == 3:
+            ray_local.kill(rollout.pool._actors[0])
+        return generate(prompts, prefixes)
+
+    try:
+        _plans, killed = play(rollout, generate=killing)
+    finally:
+        rollout.close()
+    assert killed.replayed == 1 and not killed.dropped  # one actor, one env, one trial restarted
+    assert unique_turns(killed) == unique_turns(calm)
+    assert turns(killed) == turns(calm)
+    assert killed.success == calm.success and killed.task_rewards == calm.task_rewards
+    assert set(killed.success) == {p.trial_id for p in plans}
+
+
+@needs_ray
+@needs_trainer
+def test_one_training_step_runs_on_ray(ray_local, tmp_path, capsys):
+    from skillrise_train.cli import main
+
+    out = tmp_path / "run"
+    assert main(["--env", "toy", "--model", "tiny", "--max-new-tokens", "8", "--threads", "1", "--K", "2",
+                 "--G", "2", "--S", "1", "--steps", "1", "--max-task-steps", "2", "--eval-sequences", "1",
+                 "--ray-address", "local", "--output-dir", str(out)]) == 0
+    assert "envs=2" in capsys.readouterr().out
+    turns = [json.loads(line) for line in (out / "turns.jsonl").read_text().splitlines()]
+    assert {t["trial_id"].rsplit("/", 1)[1] for t in turns} == {"g0", "g1"}
+    assert (out / "eval" / "step-1" / "summary.json").exists()
