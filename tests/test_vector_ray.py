@@ -16,6 +16,7 @@ import pytest
 
 from skillrise_gym.backends.base import ConfigurationError, MissingDependencyError
 from skillrise_gym.vector import EnvPool, WorkerError, env_fn
+from test_vector import play_all  # noqa: E402  (the same driver as the in-process pool's tests)
 
 try:  # imported here, not under a test's capsys: Ray's log handler keeps the stream it first sees
     import ray
@@ -37,19 +38,6 @@ def ray_local():
     assert ray.cluster_resources()["object_store_memory"] <= LOCAL_OBJECT_STORE_BYTES
     yield ray
     ray.shutdown()
-
-
-def play_all(pool, n):
-    """Drive every env with one answer until all sequences end; return the per-env summaries."""
-    pool.reset_many({i: (i, {"task_ids": ["red-train-1", "red-train-2"]}) for i in range(n)})
-    summaries, live = {}, set(range(n))
-    while live:
-        out = pool.step_many({i: "<skill>x</skill>" for i in live})
-        for i, (_obs, _r, done, _t, info) in out.items():
-            if done:
-                summaries[i] = info["summary"]
-                live.discard(i)
-    return summaries
 
 
 def bench_records(out: Path) -> tuple[list[dict], list[dict]]:
