@@ -24,7 +24,7 @@ A sleeping stub is faithful to lockstep rounds: generation and env steps never r
 real model would not compete with the env workers for the cores either. For the same reason a run's wall
 time is its non-generation time plus the sum, over its rounds, of the latency of that round's batch: the
 gpu-model runs are played for real everywhere, and the cpu-model figures are derived from each gpu run's
-rounds (`derive`), except at `--measure-cpu-at` (default w0 N=1 and w2 N=4), where the cpu model is played
+rounds (`derive`), except at `--measure-cpu-at` (default w2 N=4), where the cpu model is played
 for real too and the derivation's error is reported (playing every cpu setting would take ~30 min here).
 
 Lockstep rounds only: every round generates for all trials in play, then steps all their envs. Overlapping
@@ -313,12 +313,14 @@ def calibrate(args: argparse.Namespace) -> dict[str, Any]:
         obs, _info = engine.pool.reset_many({0: (index, {"task_ids": plan.task_ids})})[0]
         prompts.append((obs["prompt"], str(obs.get("answer_prefix") or "")))
     engine.close()
-    model, tokenizer = load_model_and_tokenizer("smollm2")
+    model, tokenizer = load_model_and_tokenizer(args.calibrate_model)
     tokenizer.padding_side = "left"
     texts = [tokenizer.apply_chat_template([{"role": "user", "content": p}], tokenize=False,
                                            add_generation_prompt=True) + pre for p, pre in prompts]
     points = []
     with torch.inference_mode():
+        warm = tokenizer(texts[:1], return_tensors="pt", padding=True)
+        model.generate(**warm, max_new_tokens=4, do_sample=False)  # first call: allocations, kernels (uncounted)
         for batch in args.calibrate_batches:
             enc = tokenizer(texts[:batch], return_tensors="pt", padding=True)
             times = []
@@ -334,7 +336,7 @@ def calibrate(args: argparse.Namespace) -> dict[str, Any]:
     mx, my = statistics.mean(xs), statistics.mean(ys)
     b = sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / sum((x - mx) ** 2 for x in xs) if len(xs) > 1 else 0.0
     a = my - b * mx
-    return {"env_prompts": env, "new_tokens": args.new_tokens, "threads": torch.get_num_threads(), "points": points,
+    return {"model": args.calibrate_model, "env_prompts": env, "new_tokens": args.new_tokens, "threads": torch.get_num_threads(), "points": points,
             "a": round(max(a, 0.0), 4), "b": round(max(b, 0.0), 4)}
 
 
@@ -454,9 +456,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--cpu-model", type=float, nargs=2, default=None, metavar=("A", "B"),
                         help="skip the calibration: latency = A + B * batch seconds")
     parser.add_argument("--calibrate-batches", type=int, nargs="+", default=[1, 2, 4])
-    parser.add_argument("--calibrate-repeats", type=int, default=1)
+    parser.add_argument("--calibrate-model", default="smollm2")
+    parser.add_argument("--calibrate-repeats", type=int, default=2, help="the fastest of these counts")
     parser.add_argument("--new-tokens", type=int, default=48)
-    parser.add_argument("--measure-cpu-at", nargs="*", default=["w0:1", "w2:4"], metavar="POOL:N",
+    parser.add_argument("--measure-cpu-at", nargs="*", default=["w2:4"], metavar="POOL:N",
                         help="settings where the cpu model is also played for real (elsewhere it is derived from "
                              "the gpu run's rounds, exact for lockstep: see `derive`)")
     parser.add_argument("--quick", action="store_true", help="tiny smoke run: webshop (unless --envs), w0/w2, N=1,2, gpu model")
