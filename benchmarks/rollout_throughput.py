@@ -455,6 +455,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-memory", action="store_true")
     parser.add_argument("--cpu-model", type=float, nargs=2, default=None, metavar=("A", "B"),
                         help="skip the calibration: latency = A + B * batch seconds")
+    parser.add_argument("--calibration-note", default=None, help="with --cpu-model: where A and B come from")
     parser.add_argument("--calibrate-batches", type=int, nargs="+", default=[1, 2, 4])
     parser.add_argument("--calibrate-model", default="smollm2")
     parser.add_argument("--calibrate-repeats", type=int, default=2, help="the fastest of these counts")
@@ -487,6 +488,7 @@ def main(argv: list[str] | None = None) -> int:
     if "cpu" in args.models:
         if args.cpu_model:
             models["cpu"] = tuple(args.cpu_model)
+            calibration = {"given": list(args.cpu_model), "note": args.calibration_note}
         else:
             calibration = calibrate(args)
             models["cpu"] = (calibration["a"], calibration["b"])
