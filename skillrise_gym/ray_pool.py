@@ -38,7 +38,7 @@ from typing import Any, Mapping, Sequence
 
 from skillrise_gym.backends import require
 from skillrise_gym.backends.base import ConfigurationError
-from skillrise_gym.vector import EnvFn, EnvPool, WorkerError, _portable, _run
+from skillrise_gym.vector import EnvFn, EnvPool, WorkerError, _reply
 
 #: seconds an env may take to answer one call when the caller gives no timeout (the bench's default)
 DEFAULT_TIMEOUT = 600.0
@@ -113,23 +113,18 @@ class _EnvActor:
 
     def __init__(self, fn: EnvFn) -> None:
         self.fn = fn
-        self.env = None
+        self.envs: dict[int, Any] = {}  # its one env, under index 0, once made
 
     def ready(self) -> bool:
         return True
 
     def run(self, command: str, payload: Any) -> tuple[str, Any]:
-        try:
-            if self.env is None:
-                self.env = self.fn()
-            return "ok", _run(self.env, command, payload)
-        except Exception as exc:  # sent back and re-raised by the pool
-            return "error", _portable(exc)
+        return _reply(self.envs, 0, self.fn, command, payload)  # an error is sent back and re-raised by the pool
 
     def close(self) -> None:
-        if self.env is not None:
-            self.env.close()
-            self.env = None
+        for env in self.envs.values():
+            env.close()
+        self.envs.clear()
 
 
 class RayEnvPool(EnvPool):
@@ -164,11 +159,7 @@ class RayEnvPool(EnvPool):
     # ------------------------------------------------------------------ plumbing
     def _many(self, commands: Mapping[int, tuple[str, Any]]) -> dict[int, Any]:
         ray = self._ray
-        if self.closed:
-            raise RuntimeError("EnvPool is closed")
-        for index in commands:
-            if not 0 <= index < self.num_envs:
-                raise IndexError(f"env index {index} out of range (pool has {self.num_envs} envs)")
+        self._check(commands)
         refs = {index: self._actors[index].run.remote(command, payload)
                 for index, (command, payload) in commands.items()}
         _ready, pending = ray.wait(list(refs.values()), num_returns=len(refs), timeout=self.timeout)

@@ -59,10 +59,9 @@ def make_pool(env_fns: Sequence[EnvFn], workers: int = 0, timeout: float | None 
     The bench and the trainer build their pools here, so both take the same choice the same way."""
     from skillrise_gym.ray_pool import RayEnvPool, check_settings
 
-    check_settings(ray_address, ray_num_cpus, ray_memory)
     if ray_address is None:
+        check_settings(None, ray_num_cpus, ray_memory)  # Ray resources without Ray: refused
         return EnvPool(env_fns, workers=workers, timeout=timeout)
-
     return RayEnvPool(env_fns, address=ray_address, timeout=timeout, num_cpus=ray_num_cpus, memory=ray_memory)
 
 
@@ -91,6 +90,19 @@ def _run(env: gym.Env, command: str, payload: Any) -> Any:
     raise ValueError(f"unknown command {command!r}")
 
 
+def _reply(envs: dict[int, gym.Env], index: int, make: EnvFn, command: str, payload: Any,
+           portable: bool = True) -> tuple[str, Any]:
+    """One command on env `index` of `envs` (made with `make()` at its first command), as a raw reply:
+    ("ok", value), or ("error", the exception; `_portable` when it must cross a process), which the pool's
+    `unpack` re-raises. Every place that hosts envs (this process, a worker, a Ray actor) answers with it."""
+    try:
+        if index not in envs:
+            envs[index] = make()
+        return "ok", _run(envs[index], command, payload)
+    except Exception as exc:
+        return "error", _portable(exc) if portable else exc
+
+
 def _worker_main(conn, env_fns: dict[int, EnvFn]) -> None:
     envs: dict[int, gym.Env] = {}
     try:
@@ -98,15 +110,8 @@ def _worker_main(conn, env_fns: dict[int, EnvFn]) -> None:
             message = conn.recv()
             if message is None:
                 break
-            replies = {}
-            for index, (command, payload) in message.items():
-                try:
-                    if index not in envs:
-                        envs[index] = env_fns[index]()
-                    replies[index] = ("ok", _run(envs[index], command, payload))
-                except Exception as exc:  # sent back and re-raised in the parent
-                    replies[index] = ("error", _portable(exc))
-            conn.send(replies)
+            conn.send({index: _reply(envs, index, env_fns[index], command, payload)
+                       for index, (command, payload) in message.items()})
     except (EOFError, KeyboardInterrupt):
         pass
     finally:
@@ -192,21 +197,22 @@ class EnvPool:
     def _one(self, index: int, command: str, payload: Any) -> Any:
         return self._many({index: (command, payload)})[index]
 
-    def _many(self, commands: Mapping[int, tuple[str, Any]]) -> dict[int, Any]:
+    def _check(self, commands: Mapping[int, Any]) -> None:
+        """Refuse commands to a closed pool or to envs it does not have (every pool's `_many` starts here)."""
         if self.closed:
             raise RuntimeError("EnvPool is closed")
         for index in commands:
             if not 0 <= index < self.num_envs:
                 raise IndexError(f"env index {index} out of range (pool has {self.num_envs} envs)")
+
+    def _many(self, commands: Mapping[int, tuple[str, Any]]) -> dict[int, Any]:
+        self._check(commands)
         if self.workers == 0:
             replies = {}
             for index, (command, payload) in commands.items():
-                if index not in self._local:
+                if index not in self._local:  # in this process a failing constructor raises at once
                     self._local[index] = self.env_fns[index]()
-                try:
-                    replies[index] = ("ok", _run(self._local[index], command, payload))
-                except Exception as exc:
-                    replies[index] = ("error", exc)
+                replies[index] = _reply(self._local, index, self.env_fns[index], command, payload, portable=False)
             return self.unpack(replies)
 
         by_worker: dict[int, dict[int, tuple[str, Any]]] = {}
