@@ -22,6 +22,7 @@ import statistics
 import tempfile
 import time
 from pathlib import Path
+from typing import Sequence
 
 from skillrise_gym.agents.expert import ExpertAgent
 from skillrise_gym.bench.cli import parse_backend_options
@@ -49,19 +50,23 @@ def _burn(iterations: int) -> float:
     return time.perf_counter() - started
 
 
-def cpu_parallelism(iterations: int = 3_000_000, repeats: int = 5) -> float:
-    """Throughput of 2 busy processes relative to 1, measured now (2.0 = two free cores); the median of
-    `repeats` alternating measurements, since other jobs come and go."""
+def cpu_parallelism(ns: Sequence[int] = (2,), iterations: int = 3_000_000, repeats: int = 5) -> dict[int, float]:
+    """Throughput of n busy processes relative to one, for each n (2.0 for n = 2 on two free cores); the
+    median of `repeats` measurements, alternating with the one-process reference, since other jobs come and
+    go. (benchmarks/rollout_throughput.py measures with it too.)"""
     ctx = mp.get_context("spawn")
-    ratios = []
-    with ctx.Pool(2) as pool:
-        pool.map(_burn, [1000, 1000])  # start both workers before timing
-        for _ in range(repeats):
-            one = pool.apply(_burn, (iterations,))
-            started = time.perf_counter()
-            pool.map(_burn, [iterations, iterations])
-            ratios.append(2 * one / (time.perf_counter() - started))
-    return statistics.median(ratios)
+    result = {}
+    with ctx.Pool(max(ns)) as pool:
+        pool.map(_burn, [1000] * max(ns))  # start every worker before timing
+        for n in ns:
+            ratios = []
+            for _ in range(repeats):
+                one = pool.apply(_burn, (iterations,))
+                started = time.perf_counter()
+                pool.map(_burn, [iterations] * n, chunksize=1)
+                ratios.append(n * one / (time.perf_counter() - started))
+            result[n] = statistics.median(ratios)
+    return result
 
 
 def main() -> None:
@@ -90,7 +95,7 @@ def main() -> None:
             print(f"workers={workers} repeat={repeat}: {run['sequences_per_minute']:.1f} sequences/min "
                   f"({run['wall_s']:.1f} s, success {run['success']:.2f})", flush=True)
     median = {w: statistics.median(r["sequences_per_minute"] for r in rs) for w, rs in runs.items()}
-    parallelism = cpu_parallelism()
+    parallelism = cpu_parallelism([2])[2]
     report = {
         "env": args.env, "K": args.K, "num_sequences": args.num_sequences, "parallel": args.parallel,
         "repeats": args.repeats, "warmup": args.warmup, "agent": "expert",

@@ -47,7 +47,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import multiprocessing as mp
 import os
 import statistics
 import sys
@@ -56,38 +55,13 @@ import time
 from pathlib import Path
 from typing import Any
 
+from bench_parallel import cpu_parallelism  # the machine's n-process parallelism, measured the same way
+
 ROOT = Path(__file__).resolve().parents[1]
 SHARED_DATA = ROOT.parent / "shared" / "data"
 GPU_MODEL = (0.030, 0.002)  # seconds: a + b * batch
 CURATE_DOCUMENT = "Find the target object first, then act on it; check each receptacle once."
 POOLS = {"w0": (0, None), "w1": (1, None), "w2": (2, None), "ray": (0, "local")}
-
-
-# ------------------------------------------------------------------ the machine's parallelism
-def _burn(iterations: int) -> float:
-    started = time.perf_counter()
-    total = 0
-    for i in range(iterations):
-        total += i
-    return time.perf_counter() - started
-
-
-def cpu_parallelism(ns: list[int], iterations: int = 3_000_000, repeats: int = 3) -> dict[int, float]:
-    """Throughput of n busy processes relative to one, for each n (n = the cores, when they are free); the
-    median of `repeats` measurements, alternating with the one-process reference."""
-    ctx = mp.get_context("spawn")
-    result = {}
-    with ctx.Pool(max(ns)) as pool:
-        pool.map(_burn, [1000] * max(ns))  # start every worker before timing
-        for n in ns:
-            ratios = []
-            for _ in range(repeats):
-                one = pool.apply(_burn, (iterations,))
-                started = time.perf_counter()
-                pool.map(_burn, [iterations] * n, chunksize=1)
-                ratios.append(n * one / (time.perf_counter() - started))
-            result[n] = statistics.median(ratios)
-    return result
 
 
 # ------------------------------------------------------------------ the generator stub
@@ -478,7 +452,7 @@ def main(argv: list[str] | None = None) -> int:
 
     began = time.perf_counter()
     ns_par = sorted({n for n in args.ns if n > 1} | {2})
-    parallelism = cpu_parallelism(ns_par, iterations=1_000_000 if args.quick else 3_000_000)
+    parallelism = cpu_parallelism(ns_par, iterations=1_000_000 if args.quick else 3_000_000, repeats=3)
     print("machine's N-process parallelism: " + ", ".join(f"N={n}: {v:.2f}" for n, v in parallelism.items()), flush=True)
 
     models: dict[str, tuple[float, float]] = {}
