@@ -43,6 +43,15 @@ def play(rollout: RolloutEngine, step: int = 0, generate=generate):
     return plans, rollout.play(plans, generate, step=step)
 
 
+def undisturbed(algo: str, envs: int, **kwargs):
+    """(plans, result) of one rollout on a fresh engine, closed after: the reference a disturbed run must equal."""
+    rollout = engine(algo, envs, **kwargs)
+    try:
+        return play(rollout)
+    finally:
+        rollout.close()
+
+
 def turns(result):
     """Everything a sample carries that training or the records use, in the result's order."""
     return [(s.turn.trial_id, s.turn.position, s.turn.role, s.turn.step_index, s.turn.prompt, s.turn.response,
@@ -141,11 +150,7 @@ def test_grpo_trials_run_on_fewer_envs_than_trials_in_worker_processes():
     the same turns as one env per trial in this process."""
     by_envs = {}
     for envs, workers in ((4, 2), (S * K * G, 0)):
-        rollout = engine("grpo", envs, workers=workers)
-        try:
-            plans, result = play(rollout)
-        finally:
-            rollout.close()
+        plans, result = undisturbed("grpo", envs, workers=workers)
         by_envs[envs] = turns(result)
         assert set(result.success) == {p.trial_id for p in plans} and all(len(v) == 1 for v in result.success.values())
         assert sorted(s.turn.task_id for s in result.samples if s.turn.step_index == 0) == sorted(
@@ -163,11 +168,7 @@ def test_a_worker_killed_mid_rollout_loses_nothing_and_duplicates_nothing():
     """3 envs in 2 workers (worker 0 holds envs 0 and 2) play 6 trials; worker 0 is killed just before the
     third generation call: its two trials in flight start again, first in line, and the rollout ends with
     exactly the turns of an undisturbed one."""
-    calm_engine = engine("skillrise", 3, workers=2, env_timeout=5.0)
-    try:
-        plans, calm = play(calm_engine)
-    finally:
-        calm_engine.close()
+    plans, calm = undisturbed("skillrise", 3, workers=2, env_timeout=5.0)
 
     rollout = engine("skillrise", 3, workers=2, env_timeout=5.0)
     calls = {"n": 0}
@@ -194,11 +195,7 @@ def test_a_worker_lost_while_an_env_takes_a_new_trial_restarts_its_other_env_too
     """The worker dies during the reset that starts a waiting trial on one of its envs while its other env
     is mid-episode: that trial was not asked anything in the failed call, yet it lost its episode, so it
     restarts too (never continued on an env whose state is gone)."""
-    calm_engine = engine("skillrise", 3, workers=2, env_timeout=5.0)
-    try:
-        _plans, calm = play(calm_engine)
-    finally:
-        calm_engine.close()
+    _plans, calm = undisturbed("skillrise", 3, workers=2, env_timeout=5.0)
 
     rollout = engine("skillrise", 3, workers=2, env_timeout=5.0)
     pool = rollout.pool
