@@ -168,7 +168,3 @@ def stem(word: str) -> str:
     w = _replace_first_match(w, _STEP3.get(w[-1], ())) if w else w
     w = _step4(w)
     return _step5(w)
-
-
-def stem_words(words: list[str]) -> list[str]:
-    return [stem(w) for w in words]
