@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import math
 import socket
+import time
 from typing import Any, Mapping, Sequence
 
 from skillrise_gym.backends import require
@@ -153,23 +154,65 @@ class RayEnvPool(EnvPool):
         self.resources = {k: options[k] for k in ("num_cpus", "memory") if k in options}
         self._actor_class = self._ray.remote(_EnvActor).options(**options)
         self._actors = [self._actor_class.remote(fn) for fn in self.env_fns]
+        self._submitted: dict[int, tuple[Any, float]] = {}  # env -> (its unanswered call's ref, sent at)
         self._await_actors()
         self.closed = False
+
+    # ------------------------------------------------------------------ asynchronous API
+    @property
+    def pending(self) -> set[int]:
+        return set(self._submitted)
+
+    def submit(self, commands: Mapping[int, tuple[str, Any]]) -> None:
+        self._check(commands)
+        busy = self.pending & set(commands)
+        if busy:
+            raise RuntimeError(f"envs {sorted(busy)} have a command pending: receive its reply first")
+        for index, (command, payload) in commands.items():
+            self._submitted[index] = (self._actors[index].run.remote(command, payload), time.monotonic())
+
+    def receive(self, timeout: float | None = None) -> dict[int, Any]:
+        """As `EnvPool.receive`; an actor that has not answered its call within the pool's `timeout` is lost."""
+        if self.closed:
+            raise RuntimeError("EnvPool is closed")
+        ray = self._ray
+        end = None if timeout is None else time.monotonic() + max(0.0, timeout)
+        while self._submitted:
+            refs = {ref: index for index, (ref, _sent) in self._submitted.items()}
+            now = time.monotonic()
+            wait = min(sent for _ref, sent in self._submitted.values()) + self.timeout - now
+            if end is not None:
+                wait = min(wait, end - now)
+            ready, _ = ray.wait(list(refs), num_returns=1, timeout=max(0.0, wait))
+            if ready:  # and whatever else has answered by now
+                ready, _ = ray.wait(list(refs), num_returns=len(refs), timeout=0)
+            now = time.monotonic()
+            expired = [i for i, (ref, sent) in self._submitted.items() if now - sent > self.timeout]
+            if ready or expired or (end is not None and now >= end):
+                return self._collect({refs[ref]: ref for ref in ready}, expired)
+        return {}
 
     # ------------------------------------------------------------------ plumbing
     def _many(self, commands: Mapping[int, tuple[str, Any]]) -> dict[int, Any]:
         ray = self._ray
         self._check(commands)
+        if self._submitted:
+            raise RuntimeError(f"envs {sorted(self._submitted)} have commands pending: receive their replies first")
         refs = {index: self._actors[index].run.remote(command, payload)
                 for index, (command, payload) in commands.items()}
         _ready, pending = ray.wait(list(refs.values()), num_returns=len(refs), timeout=self.timeout)
         pending = set(pending)
+        return self._collect({i: ref for i, ref in refs.items() if ref not in pending},
+                             [i for i, ref in refs.items() if ref in pending])
+
+    def _collect(self, answered: Mapping[int, Any], expired: Sequence[int]) -> dict[int, Any]:
+        """The values of the answered calls ({env: ref}); the actors of `expired` envs (no answer within the
+        timeout) and of calls that failed with their actor are replaced, and `WorkerError` names them."""
+        ray = self._ray
         replies: dict[int, Any] = {}
-        lost: dict[int, str] = {}
-        for index, ref in refs.items():
-            if ref in pending:
-                lost[index] = f"timed out (no answer within {self.timeout:g} s)"
-                continue
+        lost: dict[int, str] = {i: f"timed out (no answer within {self.timeout:g} s)" for i in expired}
+        for index, ref in answered.items():
+            self._submitted.pop(index, None)
             try:
                 replies[index] = ray.get(ref, timeout=self.timeout)
             except (ray.exceptions.RayActorError, ray.exceptions.ObjectLostError,
@@ -177,6 +220,7 @@ class RayEnvPool(EnvPool):
                 lost[index] = f"died ({_reason(exc)})"
         if lost:
             for index in lost:
+                self._submitted.pop(index, None)
                 self._replace(index)
             indices = sorted(lost)
             reasons = "; ".join(f"the actor of env {i} {lost[i]}" for i in indices)
@@ -218,6 +262,7 @@ class RayEnvPool(EnvPool):
         if getattr(self, "closed", True):
             return
         self.closed = True
+        self._submitted.clear()
         ray = self._ray
         if not ray.is_initialized():  # Ray shut down first: its actors went with it
             return

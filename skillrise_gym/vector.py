@@ -11,9 +11,20 @@ lives in worker ``i % workers``; ``workers=0`` keeps every env in this process (
 Gymnasium's own vector envs were not used: they auto-reset, step every env in lock-step, and batch
 observations into arrays, none of which fits episodes of different lengths with text observations.
 
+Asynchronous use, to step envs while the model generates (the trainer's overlapped rollouts):
+
+    pool.submit_steps({0: "search[red shoes]", 3: "click[buy now]"})  # returns at once
+    ...                                                                  # generate for other trials
+    replies = pool.receive(timeout=0.05)  # {i: (obs, r, term, trunc, info)} of whatever has answered
+
+An env takes one command at a time (`pending` names those with a command unanswered), and the synchronous
+calls refuse to run while any is pending. In this process (``workers=0``) a submitted command runs at once,
+so nothing overlaps there; in workers, each env's reply comes back on its own as soon as it is ready.
+
 Failures: an exception raised by an env is re-raised here (same type when picklable). A worker that dies
 (killed, segfault) or exceeds `timeout` raises `WorkerError` naming the env indices that were lost; the
-worker is restarted and those envs must be reset again.
+worker is restarted and those envs must be reset again. Asynchronously, `timeout` bounds the time a worker
+may work on one command without answering.
 
 Beyond one machine: `ray_pool.RayEnvPool`, the same interface and contract with each env in a Ray actor;
 `make_pool` picks one of the two.
@@ -23,7 +34,10 @@ from __future__ import annotations
 
 import functools
 import multiprocessing as mp
+import multiprocessing.connection
+import time
 import traceback
+from collections import deque
 from typing import Any, Callable, Mapping, Sequence
 
 import gymnasium as gym
@@ -151,6 +165,11 @@ class EnvPool:
         self._local: dict[int, gym.Env] = {}
         self._procs: list[Any] = [None] * self.workers
         self._conns: list[Any] = [None] * self.workers
+        # asynchronous commands: per worker, the envs of its unanswered messages (oldest first) and since when
+        # it has been working on the oldest; in this process, the replies not yet received
+        self._inflight: list[deque[list[int]]] = [deque() for _ in range(self.workers)]
+        self._busy_since: list[float] = [0.0] * self.workers
+        self._answered: dict[int, tuple[str, Any]] = {}
         for w in range(self.workers):
             self._start_worker(w)
         self.closed = False
@@ -172,14 +191,122 @@ class EnvPool:
         """Call a method (or read an attribute) of env `index`'s unwrapped env."""
         return self._one(index, "call", (name, args, kwargs))
 
+    # ------------------------------------------------------------------ asynchronous API
+    def submit_steps(self, actions: Mapping[int, str]) -> None:
+        """Send one action to each of these envs without waiting; `receive` collects the replies."""
+        self.submit({i: ("step", a) for i, a in actions.items()})
+
+    def submit_resets(self, requests: Mapping[int, tuple[int | None, Mapping[str, Any] | None]]) -> None:
+        """Reset these envs (seed, options) without waiting; `receive` collects the replies."""
+        self.submit({i: ("reset", (s, dict(o) if o else None)) for i, (s, o) in requests.items()})
+
+    @property
+    def pending(self) -> set[int]:
+        """The envs with a submitted command whose reply has not been received."""
+        waiting = {i for messages in self._inflight for message in messages for i in message}
+        return waiting | set(self._answered)
+
+    def submit(self, commands: Mapping[int, tuple[str, Any]]) -> None:
+        """Send (command, payload) pairs ("step", action), ("reset", (seed, options)), ("call", (name, args,
+        kwargs)) to envs without waiting. One message per env, so each reply comes back on its own."""
+        self._check(commands)
+        busy = self.pending & set(commands)
+        if busy:
+            raise RuntimeError(f"envs {sorted(busy)} have a command pending: receive its reply first")
+        for index, (command, payload) in commands.items():
+            if self.workers == 0:
+                if index not in self._local:  # as in `_many`: a failing constructor raises at once
+                    self._local[index] = self.env_fns[index]()
+                self._answered[index] = _reply(self._local, index, self.env_fns[index], command, payload,
+                                               portable=False)
+                continue
+            w = index % self.workers
+            if not self._inflight[w]:
+                self._busy_since[w] = time.monotonic()
+            self._inflight[w].append([index])
+            try:
+                self._conns[w].send({index: (command, payload)})
+            except (BrokenPipeError, OSError):
+                pass  # noticed by `receive`
+
+    def receive(self, timeout: float | None = None) -> dict[int, Any]:
+        """The replies of submitted commands, {index: what `step`/`reset`/`call` return}: waits until at least
+        one has come (at most `timeout` seconds, then returns {}; 0 only looks) and returns every one there is
+        by then. Nothing pending: {} at once. An env's exception is raised; a lost worker raises
+        `WorkerError` as the synchronous calls do (`replies`: the other replies of this call)."""
+        if self.closed:
+            raise RuntimeError("EnvPool is closed")
+        raw, self._answered = self._answered, {}
+        end = None if timeout is None else time.monotonic() + max(0.0, timeout)
+        failure: WorkerError | None = None
+        while any(self._inflight):
+            busy = {self._conns[w]: w for w in range(self.workers) if self._inflight[w]}
+            now = time.monotonic()
+            wait = 0.0 if raw or failure else None if end is None else max(0.0, end - now)
+            if self.timeout is not None:  # wake up in time to declare a silent worker hung
+                first = min(self._busy_since[w] for w in busy.values()) + self.timeout - now
+                wait = max(0.0, first) if wait is None else min(wait, max(0.0, first))
+            ready = multiprocessing.connection.wait(list(busy), timeout=wait)
+            for conn in ready:
+                w = busy[conn]
+                try:
+                    raw.update(conn.recv())
+                except (EOFError, OSError):
+                    failure = self._lose(w, "died", failure)
+                    continue
+                self._inflight[w].popleft()
+                self._busy_since[w] = time.monotonic()
+            if self.timeout is not None:
+                now = time.monotonic()
+                for w in list(busy.values()):
+                    if self._inflight[w] and now - self._busy_since[w] > self.timeout:
+                        failure = self._lose(w, "timed out", failure)
+            if not ready and (raw or failure or (end is not None and time.monotonic() >= end)):
+                break
+        if failure is not None:
+            failure.replies = {i: r for i, r in raw.items() if i not in failure.indices}
+            raise failure
+        return self.unpack(raw)
+
+    def _lose(self, w: int, reason: str, failure: WorkerError | None) -> WorkerError:
+        """Restart worker `w` (dead or hung): every env it held is lost, named in the (new or given) error."""
+        lost = [i for i in range(self.num_envs) if i % self.workers == w]
+        code = self._procs[w].exitcode
+        self._inflight[w].clear()
+        self._stop_worker(w, kill=True)
+        self._start_worker(w)
+        if reason == "timed out":
+            reason = f"timed out (no answer within {self.timeout} s)"
+        if failure is None:
+            return WorkerError(
+                f"worker {w} {reason} (exit code {code}); the episodes of envs {lost} were lost: reset them", lost)
+        failure.indices.extend(lost)  # several workers lost in one call: every lost env is named
+        return failure
+
     def close(self) -> None:
         if getattr(self, "closed", True):
             return
         self.closed = True
+        self._answered.clear()
         for env in self._local.values():
             env.close()
         for w in range(self.workers):
+            self._drain(w)
             self._stop_worker(w)
+
+    def _drain(self, w: int) -> None:
+        """Read worker `w`'s unanswered replies (bounded by `timeout`), so it can stop and close its envs."""
+        limit = time.monotonic() + (self.timeout if self.timeout is not None else 30.0)
+        while self._inflight[w] and self._procs[w] is not None:
+            if not self._conns[w].poll(max(0.0, limit - time.monotonic())):
+                self._stop_worker(w, kill=True)
+                break
+            try:
+                self._conns[w].recv()
+            except (EOFError, OSError):
+                break
+            self._inflight[w].popleft()
+        self._inflight[w].clear()
 
     def __enter__(self) -> "EnvPool":
         return self
@@ -207,6 +334,8 @@ class EnvPool:
 
     def _many(self, commands: Mapping[int, tuple[str, Any]]) -> dict[int, Any]:
         self._check(commands)
+        if self.pending:
+            raise RuntimeError(f"envs {sorted(self.pending)} have commands pending: receive their replies first")
         if self.workers == 0:
             replies = {}
             for index, (command, payload) in commands.items():
@@ -231,18 +360,7 @@ class EnvPool:
                     raise TimeoutError(f"no answer within {self.timeout} s")
                 replies.update(self._conns[w].recv())
             except (EOFError, OSError, TimeoutError) as exc:
-                lost = [i for i in range(self.num_envs) if i % self.workers == w]
-                reason = "timed out" if isinstance(exc, TimeoutError) else "died"
-                code = self._procs[w].exitcode
-                self._stop_worker(w, kill=True)
-                self._start_worker(w)
-                if failure is None:
-                    failure = WorkerError(
-                        f"worker {w} {reason} (exit code {code}); the episodes of envs {lost} were lost: reset them",
-                        lost,
-                    )
-                else:  # several workers lost in one call: every lost env is named
-                    failure.indices.extend(lost)
+                failure = self._lose(w, "timed out" if isinstance(exc, TimeoutError) else "died", failure)
         if failure is not None:
             failure.replies = {i: r for i, r in replies.items() if i not in failure.indices}
             raise failure

@@ -37,6 +37,7 @@ parallel, as many at once as there are envs, as the reference's baseline does wi
 from __future__ import annotations
 
 import logging
+import math
 import os
 import time
 import zlib
@@ -57,6 +58,10 @@ logger = logging.getLogger("skillrise_train")
 EVAL_SEED_OFFSET = 1_000_003
 #: a rollout longer than this reports its progress every this many seconds (`RolloutEngine.progress`)
 PROGRESS_SECONDS = 30.0
+#: overlapped rollouts: generate once this share of the trials in play waits for the model...
+OVERLAP_BATCH = 0.5
+#: ... or once the first of them has waited this many seconds
+OVERLAP_WAIT = 0.05
 
 
 @dataclass
@@ -186,6 +191,27 @@ class _Schedule:
         return self.plans[self.slots[env_index]]
 
 
+class _Progress:
+    """Reports a long rollout's state every `PROGRESS_SECONDS` to `report` (the CLI prints it)."""
+
+    def __init__(self, report: Callable[[str], None] | None, step: int, trials: int) -> None:
+        self.report, self.step, self.trials = report, step, trials
+        self.began = self.last = time.perf_counter()
+        self.rounds = 0
+
+    def tick(self, schedule: _Schedule, result: RolloutResult) -> None:
+        """One round (one generation pass) done."""
+        self.rounds += 1
+        if self.report is None or not schedule.slots or time.perf_counter() - self.last < PROGRESS_SECONDS:
+            return
+        self.last = time.perf_counter()
+        unfinished = len(schedule.slots) + len(schedule.queue)
+        self.report(
+            f"  rollout of step {self.step + 1}: {self.rounds} rounds, {len(result.samples)} turns, "
+            f"{self.trials - unfinished}/{self.trials} trials done, {self.last - self.began:.0f} s "
+            f"(generation {result.generation_seconds:.0f} s, envs {result.env_seconds:.0f} s)")
+
+
 class RolloutEngine:
     """Owns the env pool and the sequence sampler of one split; plays rollouts with a generate function."""
 
@@ -212,7 +238,15 @@ class RolloutEngine:
         ray_address: str | None = None,
         ray_num_cpus: float | None = None,
         ray_memory: float | None = None,
+        overlap: bool = False,
+        overlap_batch: float = OVERLAP_BATCH,
+        overlap_wait: float = OVERLAP_WAIT,
     ) -> None:
+        if not 0 < overlap_batch <= 1:
+            raise ValueError(f"overlap_batch must be a fraction in (0, 1], got {overlap_batch!r}")
+        if not (math.isfinite(overlap_wait) and overlap_wait >= 0):
+            raise ValueError(f"overlap_wait must be a number of seconds >= 0, got {overlap_wait!r}")
+        self.overlap, self.overlap_batch, self.overlap_wait = overlap, overlap_batch, overlap_wait
         self.env, self.algo, self.K, self.G, self.S = env, algo, K, G, S
         self.max_attempts = max_attempts
         self.split, self.seed, self.success_reward = split, seed, success_reward
@@ -264,27 +298,34 @@ class RolloutEngine:
 
     # ------------------------------------------------------------------ playing
     def play(self, plans: Sequence[TrialPlan], generate: GenerateFn, step: int = 0) -> RolloutResult:
-        """Play every planned trial to its end on the pool's envs: a waiting trial starts on whichever env
-        frees up, and each round the prompts of all trials in play are generated together."""
+        """Play every planned trial to its end on the pool's envs, a waiting trial starting on whichever env
+        frees up: in rounds (every trial in play generated together, then every env stepped), or with
+        `overlap` as the trials become ready (see "Overlap" in the module docstring)."""
         result = RolloutResult(samples=[], task_rewards={}, success={}, plans=list(plans))
         for plan in plans:
             result.task_rewards[plan.trial_id] = [0.0] * len(plan.task_ids)
         schedule = _Schedule(list(plans), deque(range(len(plans))), [0] * len(plans))
+        progress = _Progress(self.progress, step, len(plans))
+        if self.overlap:
+            self._play_overlapped(schedule, generate, step, result, progress)
+        else:
+            self._play_lockstep(schedule, generate, step, result, progress)
+        return _lockstep_order(result)
+
+    def _play_lockstep(self, schedule: _Schedule, generate: GenerateFn, step: int, result: RolloutResult,
+                       progress: "_Progress") -> None:
+        """Rounds: the prompts of every trial in play in one generation (in calls of `generation_batch`),
+        then every env stepped, waiting for the slowest."""
         started = time.perf_counter()
         self._start(schedule, step, result)
         result.env_seconds += time.perf_counter() - started
-        began = last_report = time.perf_counter()
-        rounds = 0
-
         while schedule.slots:
             live = sorted(schedule.slots, key=schedule.slots.__getitem__)  # envs, in their trials' plan order
             prompts = [schedule.observations[i]["prompt"] for i in live]
-            prefixes = [str(schedule.observations[i].get("answer_prefix") or "") for i in live]
             started = time.perf_counter()
             completions: list[Completion] = []
-            for start in range(0, len(prompts), self.generation_batch):
-                end = start + self.generation_batch
-                completions.extend(generate(prompts[start:end], prefixes[start:end]))
+            for start in range(0, len(live), self.generation_batch):
+                completions.extend(self._generate(generate, schedule, live[start:start + self.generation_batch]))
             result.generation_seconds += time.perf_counter() - started
 
             started = time.perf_counter()
@@ -292,81 +333,158 @@ class RolloutEngine:
             outcomes, lost = self._pool_call(self.pool.step_many, {i: c.text for i, c in zip(live, completions)},
                                              schedule)
             result.env_seconds += time.perf_counter() - started
-
             for index, completion, prompt in zip(live, completions, prompts):
-                if index in lost:
-                    continue
-                plan = schedule.trial(index)
-                obs, reward, terminated, truncated, info = outcomes[index]
-                position = int(info["position"])
-                role = info["role"]
-                if role == "solve":
-                    result.task_rewards[plan.trial_id][position] += float(reward) * self.success_reward
-                turn = turn_from_step(
-                    prompt=prompt, response=completion.text, reward=reward, info=info,
-                    sequence_id=plan.sequence.id, trial_id=plan.trial_id, benchmark=plan.sequence.tasks[0].benchmark,
-                    prompt_tokens=len(completion.prompt_ids), completion_tokens=len(completion.completion_ids),
-                    position_offset=plan.position_offset,
-                    extra={"step": step, "group_id": plan.group_id, "prompt_truncated": completion.prompt_truncated},
-                )
-                # credit indexes the trial's own task list, so the tag keeps the episode-local position
-                seen = schedule.observations[index]  # what the turn was asked from: GiGPO's anchor state
-                tag = TurnTag(
-                    trial=plan.trial_id, group=plan.group_id, role=role, position=position,
-                    format_valid=turn.format_valid, step=turn.step_index,
-                    reward=float(reward) * self.success_reward if role == "solve" else 0.0,
-                    anchor=anchor_key(seen) if role == "solve" else None,
-                )
-                result.samples.append(TurnSample(turn, tag, completion.prompt_ids, completion.completion_ids))
-                result.completion_tokens += len(completion.completion_ids)
-                result.prompt_tokens += len(completion.prompt_ids)
-                result.truncated_prompts += int(completion.prompt_truncated)
-                if terminated or truncated:
-                    summary = info.get("summary") or {}
-                    result.success[plan.trial_id] = [bool(s) for s in summary.get("success", [])]
-                    del schedule.slots[index]  # the env takes the next trial (below)
-                    schedule.observations.pop(index)
-                else:
-                    schedule.observations[index] = obs
+                if index not in lost:
+                    self._record(schedule, index, prompt, completion, outcomes[index], step, result)
             started = time.perf_counter()
             if lost:
                 self._requeue(lost, schedule, result)
             self._start(schedule, step, result)
             result.env_seconds += time.perf_counter() - started
-            rounds += 1
-            if self.progress is not None and schedule.slots and time.perf_counter() - last_report >= PROGRESS_SECONDS:
-                last_report = time.perf_counter()
-                unfinished = len(schedule.slots) + len(schedule.queue)
-                self.progress(
-                    f"  rollout of step {step + 1}: {rounds} rounds, {len(result.samples)} turns, "
-                    f"{len(plans) - unfinished}/{len(plans)} trials done, {last_report - began:.0f} s "
-                    f"(generation {result.generation_seconds:.0f} s, envs {result.env_seconds:.0f} s)")
-        return _lockstep_order(result)
+            progress.tick(schedule, result)
+
+    def _play_overlapped(self, schedule: _Schedule, generate: GenerateFn, step: int, result: RolloutResult,
+                         progress: "_Progress") -> None:
+        """As the trials become ready: envs step (in their workers or actors) while the model generates for
+        other trials; a generation call takes the trials that wait once enough of them do (`overlap_batch` of
+        those in play), or once the first has waited `overlap_wait` seconds, or when no env is busy."""
+        pool = self.pool
+        waiting: dict[int, float] = {}  # env -> since when its trial waits for the model
+        asked: dict[int, tuple[str, Completion]] = {}  # env -> the prompt and completion it is stepping
+        started = time.perf_counter()
+        self._submit_starts(schedule, step)
+        result.env_seconds += time.perf_counter() - started
+        while schedule.slots or schedule.queue:
+            busy = len(schedule.slots) - len(waiting)  # envs stepping or resetting for a trial
+            timeout = None  # nothing waits for the model: block until an env answers
+            if waiting:
+                wanted = max(1, math.ceil(self.overlap_batch * len(schedule.slots)))
+                age = time.perf_counter() - min(waiting.values())
+                timeout = 0.0 if (not busy or len(waiting) >= wanted) else max(0.0, self.overlap_wait - age)
+            started = time.perf_counter()
+            replies, lost = self._pool_call(
+                lambda _requests: pool.receive(timeout) if busy else {}, {}, schedule)
+            for index, reply in sorted(replies.items()):
+                if index in asked:  # a step
+                    prompt, completion = asked.pop(index)
+                    if self._record(schedule, index, prompt, completion, reply, step, result):
+                        waiting[index] = time.perf_counter()
+                else:  # a reset
+                    self._started(schedule, index, reply, result)
+                    if index in schedule.slots:
+                        waiting[index] = time.perf_counter()
+            if lost:
+                for index in lost:
+                    waiting.pop(index, None)
+                    asked.pop(index, None)
+                self._requeue(lost, schedule, result)
+            self._submit_starts(schedule, step)
+            result.env_seconds += time.perf_counter() - started
+
+            busy = len(schedule.slots) - len(waiting)
+            wanted = max(1, math.ceil(self.overlap_batch * len(schedule.slots)))
+            if not waiting or (busy and len(waiting) < wanted
+                               and time.perf_counter() - min(waiting.values()) < self.overlap_wait):
+                continue
+            ready = sorted(waiting, key=schedule.slots.__getitem__)  # in plan order
+            for start in range(0, len(ready), self.generation_batch):
+                chunk = ready[start:start + self.generation_batch]
+                began = time.perf_counter()
+                completions = self._generate(generate, schedule, chunk)
+                result.generation_seconds += time.perf_counter() - began
+                began = time.perf_counter()
+                for index, completion in zip(chunk, completions):
+                    waiting.pop(index)
+                    asked[index] = (schedule.observations[index]["prompt"], completion)
+                pool.submit_steps({i: c.text for i, c in zip(chunk, completions)})  # they step while the next chunk generates
+                result.env_seconds += time.perf_counter() - began
+            progress.tick(schedule, result)
+
+    def _generate(self, generate: GenerateFn, schedule: _Schedule, envs: list[int]) -> list[Completion]:
+        """One generation call for the trials of these envs."""
+        observations = [schedule.observations[i] for i in envs]
+        return generate([o["prompt"] for o in observations], [str(o.get("answer_prefix") or "") for o in observations])
+
+    def _record(self, schedule: _Schedule, index: int, prompt: str, completion: Completion,
+                outcome: tuple[Any, ...], step: int, result: RolloutResult) -> bool:
+        """Record env `index`'s step (the turn, its credit tag and tokens); True while its trial goes on,
+        False when it ended (its env is then free for the next trial)."""
+        plan = schedule.trial(index)
+        obs, reward, terminated, truncated, info = outcome
+        position = int(info["position"])
+        role = info["role"]
+        if role == "solve":
+            result.task_rewards[plan.trial_id][position] += float(reward) * self.success_reward
+        turn = turn_from_step(
+            prompt=prompt, response=completion.text, reward=reward, info=info,
+            sequence_id=plan.sequence.id, trial_id=plan.trial_id, benchmark=plan.sequence.tasks[0].benchmark,
+            prompt_tokens=len(completion.prompt_ids), completion_tokens=len(completion.completion_ids),
+            position_offset=plan.position_offset,
+            extra={"step": step, "group_id": plan.group_id, "prompt_truncated": completion.prompt_truncated},
+        )
+        # credit indexes the trial's own task list, so the tag keeps the episode-local position
+        seen = schedule.observations[index]  # what the turn was asked from: GiGPO's anchor state
+        tag = TurnTag(
+            trial=plan.trial_id, group=plan.group_id, role=role, position=position,
+            format_valid=turn.format_valid, step=turn.step_index,
+            reward=float(reward) * self.success_reward if role == "solve" else 0.0,
+            anchor=anchor_key(seen) if role == "solve" else None,
+        )
+        result.samples.append(TurnSample(turn, tag, completion.prompt_ids, completion.completion_ids))
+        result.completion_tokens += len(completion.completion_ids)
+        result.prompt_tokens += len(completion.prompt_ids)
+        result.truncated_prompts += int(completion.prompt_truncated)
+        if terminated or truncated:
+            summary = info.get("summary") or {}
+            result.success[plan.trial_id] = [bool(s) for s in summary.get("success", [])]
+            del schedule.slots[index]  # the env takes the next trial
+            schedule.observations.pop(index)
+            return False
+        schedule.observations[index] = obs
+        return True
 
     def _start(self, schedule: _Schedule, step: int, result: RolloutResult) -> None:
         """Start waiting trials on every free env, in env order: reset to their sequence's start (the same
         reset seed every time, whichever env plays it). An env whose trial has nothing to play (its tasks
         failed to load) takes the next one; the trials of an env worker lost meanwhile wait again."""
-        while schedule.queue:
-            free = [i for i in range(self.pool.num_envs) if i not in schedule.slots]
-            if not free:
+        while True:
+            requests = self._assign(schedule, step)
+            if not requests:
                 return
-            requests = {}
-            for index in free[: len(schedule.queue)]:
-                trial = schedule.queue.popleft()
-                schedule.slots[index] = trial
-                schedule.attempts[trial] += 1
-                plan = schedule.plans[trial]
-                requests[index] = (_reset_seed(self.seed, step, plan.trial_id), {"task_ids": plan.task_ids})
             replies, lost = self._pool_call(self.pool.reset_many, requests, schedule)
-            for index, (obs, info) in sorted(replies.items()):
-                if info.get("sequence_done"):  # its tasks failed to load (engine errors): nothing to generate
-                    result.success[schedule.trial(index).trial_id] = [bool(s) for s in info["summary"]["success"]]
-                    del schedule.slots[index]
-                else:
-                    schedule.observations[index] = obs
+            for index, reply in sorted(replies.items()):
+                self._started(schedule, index, reply, result)
             if lost:
                 self._requeue(lost, schedule, result)
+
+    def _submit_starts(self, schedule: _Schedule, step: int) -> None:
+        """`_start` without waiting: the resets of the trials that can start now are sent; their replies come
+        with the steps' (`_started`)."""
+        requests = self._assign(schedule, step)
+        if requests:
+            self.pool.submit_resets(requests)
+
+    def _assign(self, schedule: _Schedule, step: int) -> dict[int, tuple[int, dict[str, Any]]]:
+        """Give the next waiting trials to the free envs (in env order): their reset requests."""
+        free = [i for i in range(self.pool.num_envs) if i not in schedule.slots]
+        requests = {}
+        for index in free[: len(schedule.queue)]:
+            trial = schedule.queue.popleft()
+            schedule.slots[index] = trial
+            schedule.attempts[trial] += 1
+            plan = schedule.plans[trial]
+            requests[index] = (_reset_seed(self.seed, step, plan.trial_id), {"task_ids": plan.task_ids})
+        return requests
+
+    def _started(self, schedule: _Schedule, index: int, reply: tuple[Any, Any], result: RolloutResult) -> None:
+        """A trial's reset came back: its first observation, or (its tasks failed to load: nothing to
+        generate) its result, and the env is free again."""
+        obs, info = reply
+        if info.get("sequence_done"):
+            result.success[schedule.trial(index).trial_id] = [bool(s) for s in info["summary"]["success"]]
+            del schedule.slots[index]
+        else:
+            schedule.observations[index] = obs
 
     @staticmethod
     def _pool_call(call: Callable[[dict[int, Any]], dict[int, Any]], requests: dict[int, Any],
