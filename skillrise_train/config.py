@@ -15,6 +15,9 @@ from typing import Any
 
 from skillrise_gym.prompts import STYLES
 
+#: overlapped rollouts: the longest a trial waits for others to join its generation call (seconds)
+OVERLAP_WAIT = 1.0
+
 def option(default: Any, help: str) -> Any:
     """A config field with its CLI help (HfArgumentParser passes ``metadata`` to argparse: help only)."""
     metadata = {"help": help}
@@ -138,6 +141,8 @@ class TrainConfig:
     ray_address: str | None = option(None, "Run each env in a Ray actor instead of env_workers processes: local (a Ray instance on this machine) or a running cluster's address (host:port, ray://host:10001, auto); unset: no Ray. Needs pip install 'skillrise-gym[ray]'.")
     ray_num_cpus: float | None = option(None, "With ray_address: CPUs reserved per env (unset: none held while it runs, as for any Ray actor).")
     ray_memory: float | None = option(None, 'With ray_address: memory reserved per env in bytes, e.g. 1.5e9 for a ScienceWorld JVM.')
+    overlap: bool = option(False, "Step envs while the model generates for other trials, instead of in rounds (needs env_workers or ray_address: in this process nothing overlaps). Greedy or stub answers give the same turns as rounds; sampled tokens depend on which prompts share a generation call, which then depends on timing (docs/train.md).")
+    overlap_wait: float = option(OVERLAP_WAIT, 'With overlap: the longest a trial waits for busy envs to join its generation call, in seconds (>= 0; it waits only while they are expected sooner than a call costs).')
     threads: int = option(1, 'Torch CPU threads (one was never slower than two for small models).')
     use_vllm: bool = option(False, 'Generate with vLLM (GPU only; colocated with training).')
     vllm_gpu_memory_utilization: float = option(0.3, 'GPU memory share of vLLM in colocate mode.')
@@ -188,6 +193,9 @@ class TrainConfig:
             raise ValueError("invalid_penalty must be >= 0")
         if self.envs < 0:
             raise ValueError(f"envs must be >= 0 (0 sizes the env pool to the memory), got {self.envs}")
+        if not (isinstance(self.overlap_wait, (int, float)) and math.isfinite(self.overlap_wait)
+                and self.overlap_wait >= 0):
+            raise ValueError(f"overlap_wait must be a number of seconds >= 0, got {self.overlap_wait!r}")
         from skillrise_gym.ray_pool import check_settings
 
         check_settings(self.ray_address, self.ray_num_cpus, self.ray_memory)

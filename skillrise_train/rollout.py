@@ -50,6 +50,7 @@ from skillrise_gym.env import SequenceEnv
 from skillrise_gym.records import Turn, turn_from_step
 from skillrise_gym.sequences import SequenceSampler, TaskSequence
 from skillrise_gym.vector import EnvPool, WorkerError, env_fn, make_pool
+from skillrise_train.config import OVERLAP_WAIT
 from skillrise_train.credit import TurnTag, anchor_groups
 
 logger = logging.getLogger("skillrise_train")
@@ -58,10 +59,6 @@ logger = logging.getLogger("skillrise_train")
 EVAL_SEED_OFFSET = 1_000_003
 #: a rollout longer than this reports its progress every this many seconds (`RolloutEngine.progress`)
 PROGRESS_SECONDS = 30.0
-#: overlapped rollouts: generate once this share of the trials in play waits for the model...
-OVERLAP_BATCH = 0.5
-#: ... or once the first of them has waited this many seconds
-OVERLAP_WAIT = 0.05
 
 
 @dataclass
@@ -212,6 +209,64 @@ class _Progress:
             f"(generation {result.generation_seconds:.0f} s, envs {result.env_seconds:.0f} s)")
 
 
+class _Pacer:
+    """When an overlapped rollout calls the model. Trials wait for it and some envs are still busy: one call
+    now, and another for the busy ones later, costs one more call's fixed overhead; waiting for them costs
+    the time until they answer. So it waits while they are expected sooner than that overhead, and never
+    longer than `cap` seconds after the first trial began to wait (a slow env does not hold back the
+    others). A GPU server's calls cost little beyond their prompts, so a trial rarely waits there; HF
+    generate on a CPU costs seconds a call, so there the rounds stay whole.
+
+    Estimates, from this rollout: an env's answer time (from sending a command to its reply: the mean of the
+    latest `WINDOW`) and a call's overhead (the intercept of a least-squares line of call seconds over
+    batch size; until two sizes were seen, the fastest call, an upper bound; before any call, unknown:
+    wait for every env, up to `cap`)."""
+
+    WINDOW = 64
+
+    def __init__(self, cap: float) -> None:
+        self.cap = cap
+        self.answers: deque[float] = deque(maxlen=self.WINDOW)
+        self.calls: deque[tuple[int, float]] = deque(maxlen=self.WINDOW)
+
+    def answered(self, seconds: float) -> None:
+        self.answers.append(seconds)
+
+    def generated(self, batch: int, seconds: float) -> None:
+        self.calls.append((batch, seconds))
+
+    def overhead(self) -> float:
+        if not self.calls:
+            return math.inf
+        sizes = [b for b, _ in self.calls]
+        times = [t for _, t in self.calls]
+        if len(set(sizes)) < 2:
+            return min(times)
+        mb, mt = sum(sizes) / len(sizes), sum(times) / len(times)
+        slope = sum((b - mb) * (t - mt) for b, t in self.calls) / sum((b - mb) ** 2 for b in sizes)
+        return min(max(0.0, mt - slope * mb), min(times))
+
+    def wait(self, waiting: dict[int, float], busy: dict[int, float]) -> float | None:
+        """Seconds to wait for env replies before calling the model for the `waiting` trials (env -> since
+        when), with `busy` envs (env -> when their command was sent): 0.0 calls now; None (nothing waits)
+        waits for the next reply however long."""
+        if not waiting:
+            return None
+        if not busy:
+            return 0.0
+        now = time.perf_counter()
+        left = self.cap - (now - min(waiting.values()))
+        if left <= 0:
+            return 0.0
+        if not self.answers:
+            return left
+        expected = sum(self.answers) / len(self.answers)
+        remaining = max(expected - (now - sent) for sent in busy.values())
+        if remaining > self.overhead():
+            return 0.0
+        return min(left, max(remaining, 0.0) + 0.1 * expected)
+
+
 class RolloutEngine:
     """Owns the env pool and the sequence sampler of one split; plays rollouts with a generate function."""
 
@@ -239,14 +294,12 @@ class RolloutEngine:
         ray_num_cpus: float | None = None,
         ray_memory: float | None = None,
         overlap: bool = False,
-        overlap_batch: float = OVERLAP_BATCH,
         overlap_wait: float = OVERLAP_WAIT,
     ) -> None:
-        if not 0 < overlap_batch <= 1:
-            raise ValueError(f"overlap_batch must be a fraction in (0, 1], got {overlap_batch!r}")
         if not (math.isfinite(overlap_wait) and overlap_wait >= 0):
             raise ValueError(f"overlap_wait must be a number of seconds >= 0, got {overlap_wait!r}")
-        self.overlap, self.overlap_batch, self.overlap_wait = overlap, overlap_batch, overlap_wait
+        self.overlap, self.overlap_wait = overlap, overlap_wait
+        self._warned_in_process = False
         self.env, self.algo, self.K, self.G, self.S = env, algo, K, G, S
         self.max_attempts = max_attempts
         self.split, self.seed, self.success_reward = split, seed, success_reward
@@ -346,56 +399,57 @@ class RolloutEngine:
     def _play_overlapped(self, schedule: _Schedule, generate: GenerateFn, step: int, result: RolloutResult,
                          progress: "_Progress") -> None:
         """As the trials become ready: envs step (in their workers or actors) while the model generates for
-        other trials; a generation call takes the trials that wait once enough of them do (`overlap_batch` of
-        those in play), or once the first has waited `overlap_wait` seconds, or when no env is busy."""
+        other trials. When trials wait for the model and envs are still busy, `_Pacer` decides between a
+        call now and waiting for the busy ones to join it."""
         pool = self.pool
+        if getattr(pool, "workers", 1) == 0 and not self._warned_in_process:
+            self._warned_in_process = True
+            logger.warning("overlap without env workers or Ray: envs in this process step while nothing else "
+                           "runs, so nothing overlaps (set env_workers or ray_address)")
+        pacer = _Pacer(self.overlap_wait)
         waiting: dict[int, float] = {}  # env -> since when its trial waits for the model
+        sent: dict[int, float] = {}  # env -> when its pending command was sent
         asked: dict[int, tuple[str, Completion]] = {}  # env -> the prompt and completion it is stepping
         started = time.perf_counter()
-        self._submit_starts(schedule, step)
+        sent.update(dict.fromkeys(self._submit_starts(schedule, step), started))
         result.env_seconds += time.perf_counter() - started
         while schedule.slots or schedule.queue:
-            busy = len(schedule.slots) - len(waiting)  # envs stepping or resetting for a trial
-            timeout = None  # nothing waits for the model: block until an env answers
-            if waiting:
-                wanted = max(1, math.ceil(self.overlap_batch * len(schedule.slots)))
-                age = time.perf_counter() - min(waiting.values())
-                timeout = 0.0 if (not busy or len(waiting) >= wanted) else max(0.0, self.overlap_wait - age)
+            timeout = pacer.wait(waiting, sent) if sent else 0.0  # None: nothing waits, block for an env
             started = time.perf_counter()
-            replies, lost = self._pool_call(
-                lambda _requests: pool.receive(timeout) if busy else {}, {}, schedule)
+            replies, lost = self._pool_call(lambda _requests: pool.receive(timeout) if sent else {}, {}, schedule)
+            now = time.perf_counter()
             for index, reply in sorted(replies.items()):
+                pacer.answered(now - sent.pop(index))
                 if index in asked:  # a step
                     prompt, completion = asked.pop(index)
                     if self._record(schedule, index, prompt, completion, reply, step, result):
-                        waiting[index] = time.perf_counter()
+                        waiting[index] = now
                 else:  # a reset
                     self._started(schedule, index, reply, result)
                     if index in schedule.slots:
-                        waiting[index] = time.perf_counter()
+                        waiting[index] = now
             if lost:
                 for index in lost:
                     waiting.pop(index, None)
                     asked.pop(index, None)
+                    sent.pop(index, None)
                 self._requeue(lost, schedule, result)
-            self._submit_starts(schedule, step)
+            sent.update(dict.fromkeys(self._submit_starts(schedule, step), time.perf_counter()))
             result.env_seconds += time.perf_counter() - started
-
-            busy = len(schedule.slots) - len(waiting)
-            wanted = max(1, math.ceil(self.overlap_batch * len(schedule.slots)))
-            if not waiting or (busy and len(waiting) < wanted
-                               and time.perf_counter() - min(waiting.values()) < self.overlap_wait):
+            if not waiting or (sent and pacer.wait(waiting, sent) != 0.0):
                 continue
             ready = sorted(waiting, key=schedule.slots.__getitem__)  # in plan order
             for start in range(0, len(ready), self.generation_batch):
                 chunk = ready[start:start + self.generation_batch]
                 began = time.perf_counter()
                 completions = self._generate(generate, schedule, chunk)
+                pacer.generated(len(chunk), time.perf_counter() - began)
                 result.generation_seconds += time.perf_counter() - began
                 began = time.perf_counter()
                 for index, completion in zip(chunk, completions):
                     waiting.pop(index)
                     asked[index] = (schedule.observations[index]["prompt"], completion)
+                    sent[index] = began
                 pool.submit_steps({i: c.text for i, c in zip(chunk, completions)})  # they step while the next chunk generates
                 result.env_seconds += time.perf_counter() - began
             progress.tick(schedule, result)
@@ -457,12 +511,13 @@ class RolloutEngine:
             if lost:
                 self._requeue(lost, schedule, result)
 
-    def _submit_starts(self, schedule: _Schedule, step: int) -> None:
-        """`_start` without waiting: the resets of the trials that can start now are sent; their replies come
-        with the steps' (`_started`)."""
+    def _submit_starts(self, schedule: _Schedule, step: int) -> list[int]:
+        """`_start` without waiting: the resets of the trials that can start now are sent (to these envs);
+        their replies come with the steps' (`_started`)."""
         requests = self._assign(schedule, step)
         if requests:
             self.pool.submit_resets(requests)
+        return list(requests)
 
     def _assign(self, schedule: _Schedule, step: int) -> dict[int, tuple[int, dict[str, Any]]]:
         """Give the next waiting trials to the free envs (in env order): their reset requests."""

@@ -254,6 +254,7 @@ class SkillRiseTrainer(GRPOAdapter):
             success_reward=config.success_reward, seed=config.seed, workers=config.env_workers,
             env_timeout=config.env_timeout, envs=config.envs, ray_address=config.ray_address,
             ray_num_cpus=config.ray_num_cpus, ray_memory=config.ray_memory,
+            overlap=config.overlap, overlap_wait=config.overlap_wait,
             backend_options=backend_options, generation_batch=config.generation_batch,
             rank=args.process_index, world_size=args.world_size, prompt_style=prompt_style,
         )
