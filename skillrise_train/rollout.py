@@ -1,27 +1,40 @@
 """Rollouts: S sequences x G trials per step, played on a fixed pool of N SequenceEnvs (an `EnvPool`, or a
 `RayEnvPool` with `ray_address`).
 
-Each round, every trial in play contributes its current prompt; all prompts go to the model in one batched
-generation call (TRL's generation path: HF generate on CPU, vLLM on GPUs); every completion is stepped in
-its env, and every model call becomes one tagged `Turn` (skillrise_gym.records).
+Two ways to play, the same turns (`overlap`):
+- Lockstep rounds (default): every trial in play contributes its current prompt; all prompts go to the
+  model in batched generation calls (TRL's generation path: HF generate on CPU, vLLM on GPUs); every
+  completion is stepped in its env, waiting for the slowest env, and the next round begins.
+- Overlapped (`overlap=True`): each trial goes on as soon as its env answers. Completions are sent to the
+  envs without waiting (`EnvPool.submit_steps`: they step in their worker processes or Ray actors while the
+  model generates for other trials), and a generation call takes the trials that wait for the model. When
+  some envs are still busy, `_Pacer` weighs one more call's fixed overhead against the time they are
+  expected to take, both estimated during the rollout: a GPU server's calls cost little beyond their
+  prompts, so trials rarely wait for each other there; HF generate on a CPU costs seconds a call, so its
+  rounds stay whole; a slow env holds the others back at most `overlap_wait` seconds. Envs in this process
+  (no workers, no Ray) cannot step during a call: overlapped then plays as lockstep (a warning says so).
+Every model call becomes one tagged `Turn` (skillrise_gym.records).
 
 Envs are reused across trials, as the bench runner reuses them across sequences: the pool holds N envs
 (`envs`, at most the trials of a step), so memory grows with N, not with S x G (for ScienceWorld, one JVM
 of about 1.2 GB per env). Trials wait in plan order; an env whose trial ended (or whose worker was lost)
 takes the next one, reset with that trial's own seed (`_reset_seed(seed, step, trial_id)`) and task ids.
 
-Determinism. What a trial sees depends only on its reset and its own answers, never on the env it runs on
-or on the other trials, and samples come back in the order of a lockstep rollout (every trial's first
-turn, then every trial's second...), so with a generate function that answers each prompt on its own (a
-stub; greedy decoding, up to the floating-point effects of batch size and padding) the same seed gives the
-same turns, rewards, credit and rows for every N (tested with N = 1, 3 and one env per trial). What N
-changes is which prompts share a generation call, and that does change sampling: TRL's generation draws a
-whole batch from one RNG (HF generate's torch.multinomial; vLLM without per-request seeds), so a sampled
-trial's tokens depend on its batch-mates. With sampling, a run is reproducible for a given N (and
-`generation_batch`), and another N draws different samples from the same distribution; N >= the trials of
-a step batches exactly as one env per trial did. (Per-trial generators would remove that, but TRL's
-generation path takes none, and one generate call per prompt would give up batching.) One engine-side
-exception: WebShop's `search[<r>]` (random results) draws from an RNG shared by the envs of a process.
+Determinism. What a trial sees depends only on its reset and its own answers, never on the env it runs on,
+on the other trials or on timing, and samples come back in the order of a lockstep rollout (every trial's
+first turn, then every trial's second...), so with a generate function that answers each prompt on its own
+(a stub; greedy decoding, up to the floating-point effects of batch size and padding) the same seed gives
+the same turns, rewards, credit and rows for every N, lockstep or overlapped, however the calls were
+timed (tested with N = 1, 3 and one env per trial, and a generator of random latency). What N, and in
+overlapped rollouts the timing, change is which prompts share a generation call, and that does change
+sampling: TRL's generation draws a whole batch from one RNG (HF generate's torch.multinomial; vLLM without
+per-request seeds), so a sampled trial's tokens depend on its batch-mates. With sampling, a lockstep run
+is reproducible for a given N (and `generation_batch`), and another N draws different samples from the
+same distribution; an overlapped run is not reproducible token for token (its batches follow the env and
+model timings), only in distribution. N >= the trials of a step batches exactly as one env per trial did.
+(Per-trial generators would remove that, but TRL's generation path takes none, and one generate call per
+prompt would give up batching.) One engine-side exception: WebShop's `search[<r>]` (random results) draws
+from an RNG shared by the envs of a process.
 
 SkillRise (`algo="skillrise"`): trial = one SequenceEnv episode of K tasks with solve and curate turns; the G
 trials of a sequence are pinned to the same task ids with ``reset(options={"task_ids": ...})``.
@@ -308,8 +321,11 @@ class RolloutEngine:
         options = dict(backend_options or {})
         self.backend_options = options
         # The sampler lives in this process: it only needs the task list, never an engine episode.
-        self._catalog_env = SequenceEnv(backend=env, K=K, split=split, backend_options=options)
-        self.sampler: SequenceSampler = self._catalog_env.sampler()
+        catalog = SequenceEnv(backend=env, K=K, split=split, backend_options=options)
+        try:
+            self.sampler: SequenceSampler = catalog.sampler()
+        finally:  # the task list is all it gives: no engine it started to read one (a ScienceWorld JVM reading
+            catalog.close()  # the splits on a first run) stays up beside the pool's N
         episode_K = K if algo == "skillrise" else 1
         #: trials of one step: one per sequence and group member (GRPO: per task of a sequence, too)
         self.trials_per_step = S * G if algo == "skillrise" else S * K * G
@@ -326,7 +342,6 @@ class RolloutEngine:
 
     def close(self) -> None:
         self.pool.close()
-        self._catalog_env.close()
 
     # ------------------------------------------------------------------ planning
     def sequences(self, index: int, n: int, seed_offset: int = 0) -> list[TaskSequence]:

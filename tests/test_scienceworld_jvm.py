@@ -200,3 +200,28 @@ def test_a_bad_heap_size_is_refused_when_the_env_is_made():
 
     with pytest.raises(ValueError, match="max_heap must be a JVM heap size"):
         gym.make("SkillRise-ScienceWorld-v0", backend_options={"max_heap": "abc"})
+
+
+@pytest.mark.parametrize("overlap", [False, True])
+def test_a_training_rollout_never_runs_more_jvms_than_its_envs(overlap):
+    """Issue 13: a step of 4 trials on a pool of N=2 envs in a worker process starts two JVMs, counted as
+    java processes below this one at every generation call, each reused by the trials its env plays."""
+    from skillrise_train.rollout import Completion, RolloutEngine
+
+    before = {p.pid for p in _java_children()}
+    counts = []
+
+    def generate(prompts, prefixes):
+        counts.append(len([p for p in _java_children() if p.pid not in before]))
+        return [Completion([1], [1], "<action>look around</action>") for _ in prompts]  # K=1: solve turns only
+
+    rollout = RolloutEngine("scienceworld", "skillrise", 1, 2, 2, "train", 2, seed=0, workers=1, envs=2,
+                            env_timeout=300.0, overlap=overlap, backend_options={"tasks": ["boil"]})
+    try:
+        plans = rollout.plan(rollout.sequences(0, 2), tag="jvm")
+        result = rollout.play(plans, generate)
+    finally:
+        rollout.close()
+    assert len(plans) == 4 and set(result.success) == {p.trial_id for p in plans} and not result.dropped
+    assert max(counts) == 2, counts  # two envs, two JVMs, whatever the four trials
+    assert len(result.samples) == 4 * 2  # two solve steps each (the step limit), no curate after the last task

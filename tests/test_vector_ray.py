@@ -258,3 +258,83 @@ def test_one_training_step_runs_on_ray(ray_local, tmp_path, capsys):
     turns = [json.loads(line) for line in (out / "turns.jsonl").read_text().splitlines()]
     assert {t["trial_id"].rsplit("/", 1)[1] for t in turns} == {"g0", "g1"}
     assert (out / "eval" / "step-1" / "summary.json").exists()
+
+
+@needs_ray
+def test_an_overlapped_rollout_on_ray_with_an_actor_killed_loses_nothing_and_duplicates_nothing(ray_local):
+    from test_train_rollout import G, K, S, generate, play, turns, unique_turns
+
+    from skillrise_train.rollout import RolloutEngine
+
+    calm_engine = RolloutEngine("toy", "skillrise", K, G, S, "train", 4, seed=7, envs=3)  # EnvPool, lockstep
+    try:
+        plans, calm = play(calm_engine)
+    finally:
+        calm_engine.close()
+    rollout = RolloutEngine("toy", "skillrise", K, G, S, "train", 4, seed=7, envs=3, ray_address="local",
+                            env_timeout=30.0, overlap=True, overlap_wait=0.0)
+    calls = {"n": 0}
+
+    def killing(prompts, prefixes):
+        calls["n"] += 1
+        if calls["n"] == 3:
+            ray_local.kill(rollout.pool._actors[0])
+        return generate(prompts, prefixes)
+
+    try:
+        _plans, killed = play(rollout, generate=killing)
+    finally:
+        rollout.close()
+    assert killed.replayed == 1 and not killed.dropped
+    assert unique_turns(killed) == unique_turns(calm) and turns(killed) == turns(calm)
+    assert killed.success == calm.success and killed.task_rewards == calm.task_rewards
+    assert set(killed.success) == {p.trial_id for p in plans}
+
+
+@needs_ray
+def test_submitted_commands_on_ray_answer_as_in_process_and_a_hung_actor_times_out(ray_local):
+    from skillrise_gym.ray_pool import RayEnvPool
+
+    fns = [env_fn("toy", K=2, max_task_steps=2, backend_options={"hang_on": ["blue-train-1"]}) for _ in range(2)]
+    resets = {0: (0, {"task_ids": ["red-train-1", "red-train-2"]}), 1: (1, {"task_ids": ["blue-train-1", "blue-train-2"]})}
+    with EnvPool(fns, workers=0) as local, RayEnvPool(fns, address="local", timeout=60.0) as pool:
+        expected = local.reset_many(resets)
+        pool.submit_resets(resets)
+        got = {}
+        while pool.pending:
+            got.update(pool.receive(timeout=30.0))
+        assert got == expected and pool.receive(timeout=0) == {}
+        pool.submit_steps({0: "look", 1: "look"})
+        with pytest.raises(RuntimeError, match="have a command pending"):
+            pool.submit_steps({1: "look"})
+        pool.timeout = 2.0  # the toy engine hangs on blue-train-1's first step
+        answered = {}
+        with pytest.raises(WorkerError, match="actor of env 1 timed out") as caught:
+            while True:
+                answered.update(pool.receive())
+        assert caught.value.indices == [1] and not pool.pending
+        answered.update(EnvPool.unpack(caught.value.replies))
+        assert list(answered) == [0] and answered[0] == local.step(0, "look")
+        pool.timeout = 60.0
+        assert pool.reset(1, seed=0)[1]["position"] == 0  # the replacement actor serves
+
+
+@needs_ray
+@pytest.mark.parametrize("options, error, said", [
+    ({"java": "/nonexistent/java"}, "JavaNotFoundError", "not an executable"),
+    ({"jvm_options": ["-Xfoo"]}, "JVMStartError", "Unrecognized option: -Xfoo"),
+])
+def test_a_jvm_that_cannot_start_inside_a_ray_actor_is_its_own_clear_error(ray_local, options, error, said):
+    """ScienceWorld's env is made in its actor at the first command: a missing java, or a JVM that refuses
+    to start, comes back as the same error as in this process (type and words), not as a lost actor."""
+    pytest.importorskip("scienceworld")
+    from skillrise_gym.backends.scienceworld import jvm
+    from skillrise_gym.ray_pool import RayEnvPool
+
+    fn = env_fn("SkillRise-ScienceWorld-v0", K=1, backend_options={"tasks": ["boil"], **options})
+    with RayEnvPool([fn], address="local", timeout=120.0) as pool:
+        with pytest.raises(getattr(jvm, error), match=said):
+            pool.reset(0, seed=0)
+        with pytest.raises(getattr(jvm, error), match=said):  # asynchronously too, and the actor still answers
+            pool.submit_resets({0: (0, None)})
+            pool.receive(timeout=60.0)
