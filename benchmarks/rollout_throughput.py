@@ -33,7 +33,8 @@ the trials that wait; not for ``w0``, where nothing can overlap). A sleeping stu
 server (a GPU: the main process only waits); overlapped rows are always played, never derived. One setting
 (`--real-at`, default webshop w2 N=4) is also played with the real SmolLM2 generating in this process
 (greedy, `--new-tokens` forced; its tokens are discarded and the expert answers, so every setting plays the
-same trials), where generation competes with the env workers for the two cores.
+same trials), where generation competes with the env workers for the two cores; on the first
+`--real-trials` of the timed trials (a real call costs seconds here).
 
 Memory: for a step of S x G trials (`--mem-S` x `--mem-G`), the peak summed RSS of the env worker processes
 (EnvPool, `--mem-workers` workers, sampled every 0.1 s with psutil) with N envs vs one env per trial.
@@ -129,7 +130,7 @@ def make_generate(tap: ExpertTap, latency: tuple[float, float] | None, log: list
     from skillrise_gym.prompts import action_answer, skill_answer
     from skillrise_train.rollout import Completion
 
-    def generate(prompts: list[str], prefixes: list[str]) -> list[Completion]:
+    def generate(prompts: list[str], prefixes: list[str], seeds: list[int] | None = None) -> list[Completion]:
         log.append(len(prompts))
         out = []
         for prompt in prompts:
@@ -226,7 +227,8 @@ def throughput(env: str, args: argparse.Namespace, models: dict[str, tuple[float
                     if real is not None and (env, pool, n) == args.real_at:
                         runs.append(("real", None, real))
                     for model, latency, generator in runs:  # other cpu rows: derived from the gpu run (lockstep)
-                        run = play(engine, timed, latency, step=1, real=generator)
+                        plans = timed[:args.real_trials] if generator is not None else timed
+                        run = play(engine, plans, latency, step=1, real=generator)
                         row = {"env": env, "pool": pool, "N": n, "mode": mode, "model": model,
                                "setup_s": round(setup, 1), "measured": True, **run}
                         rows.append(row)
@@ -529,6 +531,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--overlap-wait", type=float, default=None, help="default: the trainer's")
     parser.add_argument("--real-at", default="webshop:w2:4", metavar="ENV:POOL:N",
                         help="the one setting also played with the real SmolLM2 generating ('none': skip)")
+    parser.add_argument("--real-trials", type=int, default=4, help="trials of the real-model runs (the first of the timed ones)")
     parser.add_argument("--quick", action="store_true", help="tiny smoke run: webshop (unless --envs), w0/w2, N=1,2, gpu model")
     parser.add_argument("--out", default="benchmarks/results/rollout_throughput.json")
     args = parser.parse_args(argv)

@@ -84,8 +84,10 @@ class Completion:
     prompt_truncated: bool = False
 
 
-#: (prompts, answer prefixes) -> completions whose text starts with the prefix
-GenerateFn = Callable[[list[str], list[str]], list[Completion]]
+#: (prompts, answer prefixes, seeds) -> completions whose text starts with the prefix. A seed per prompt,
+#: from the trial and its turn: a generator that samples each prompt from an RNG of that seed (the
+#: trainer's, on HF generate) draws the same tokens whatever the batch (see "Determinism")
+GenerateFn = Callable[[list[str], list[str], list[int]], list[Completion]]
 
 
 @dataclass
@@ -195,6 +197,8 @@ class _Schedule:
     queue: deque[int]  # indices into plans, in the order they will start
     attempts: list[int]  # plays started so far, per plan
     slots: dict[int, int] = field(default_factory=dict)  # env index -> index into plans of the trial it plays
+    turns: dict[int, int] = field(default_factory=dict)  # index into plans -> turns its current play has taken
+    step: int = 0  # the training step (seeds resets and sampling)
     observations: dict[int, dict[str, Any]] = field(default_factory=dict)  # env index -> its trial's latest
 
     def trial(self, env_index: int) -> TrialPlan:
@@ -223,12 +227,16 @@ class _Progress:
 
 
 class _Pacer:
-    """When an overlapped rollout calls the model. Trials wait for it and some envs are still busy: one call
-    now, and another for the busy ones later, costs one more call's fixed overhead; waiting for them costs
-    the time until they answer. So it waits while they are expected sooner than that overhead, and never
-    longer than `cap` seconds after the first trial began to wait (a slow env does not hold back the
-    others). A GPU server's calls cost little beyond their prompts, so a trial rarely waits there; HF
-    generate on a CPU costs seconds a call, so there the rounds stay whole.
+    """When an overlapped rollout calls the model, while some trials wait for it and some envs are busy.
+
+    Waiting for the busy envs merges two calls into one, saving one call's fixed overhead; calling now lets
+    the busy envs step during the call (and the waiting trials' envs during the next one), hiding env time
+    behind generation. So: call now once the busy envs are expected to take longer than that overhead and
+    at least half the trials in play wait (two groups that alternate, rather than many small calls);
+    otherwise wait for the busy ones, never longer than `cap` seconds after the first trial began to wait (a
+    slow env does not hold back the others). A GPU server's calls cost little beyond their prompts, so
+    trials there go in two alternating groups when env steps are slow enough to hide (ALFWorld) and in
+    whole rounds when they are not (WebShop); HF generate on a CPU costs seconds a call: whole rounds.
 
     Estimates, from this rollout: an env's answer time (from sending a command to its reply: the mean of the
     latest `WINDOW`) and a call's overhead (the intercept of a least-squares line of call seconds over
@@ -275,7 +283,7 @@ class _Pacer:
             return left
         expected = sum(self.answers) / len(self.answers)
         remaining = max(expected - (now - sent) for sent in busy.values())
-        if remaining > self.overhead():
+        if remaining > self.overhead() and 2 * len(waiting) >= len(waiting) + len(busy):
             return 0.0
         return min(left, max(remaining, 0.0) + 0.1 * expected)
 
@@ -372,7 +380,7 @@ class RolloutEngine:
         result = RolloutResult(samples=[], task_rewards={}, success={}, plans=list(plans))
         for plan in plans:
             result.task_rewards[plan.trial_id] = [0.0] * len(plan.task_ids)
-        schedule = _Schedule(list(plans), deque(range(len(plans))), [0] * len(plans))
+        schedule = _Schedule(list(plans), deque(range(len(plans))), [0] * len(plans), step=step)
         progress = _Progress(self.progress, step, len(plans))
         if self.overlap:
             self._play_overlapped(schedule, generate, step, result, progress)
@@ -470,15 +478,20 @@ class RolloutEngine:
             progress.tick(schedule, result)
 
     def _generate(self, generate: GenerateFn, schedule: _Schedule, envs: list[int]) -> list[Completion]:
-        """One generation call for the trials of these envs."""
+        """One generation call for the trials of these envs, each prompt with its turn's seed (the same for a
+        replayed trial's turn)."""
         observations = [schedule.observations[i] for i in envs]
-        return generate([o["prompt"] for o in observations], [str(o.get("answer_prefix") or "") for o in observations])
+        seeds = [_reset_seed(self.seed, schedule.step, schedule.trial(i).trial_id, "turn",
+                             schedule.turns[schedule.slots[i]]) for i in envs]
+        return generate([o["prompt"] for o in observations], [str(o.get("answer_prefix") or "") for o in observations],
+                        seeds)
 
     def _record(self, schedule: _Schedule, index: int, prompt: str, completion: Completion,
                 outcome: tuple[Any, ...], step: int, result: RolloutResult) -> bool:
         """Record env `index`'s step (the turn, its credit tag and tokens); True while its trial goes on,
         False when it ended (its env is then free for the next trial)."""
         plan = schedule.trial(index)
+        schedule.turns[schedule.slots[index]] += 1
         obs, reward, terminated, truncated, info = outcome
         position = int(info["position"])
         role = info["role"]
@@ -541,6 +554,7 @@ class RolloutEngine:
         for index in free[: len(schedule.queue)]:
             trial = schedule.queue.popleft()
             schedule.slots[index] = trial
+            schedule.turns[trial] = 0
             schedule.attempts[trial] += 1
             plan = schedule.plans[trial]
             requests[index] = (_reset_seed(self.seed, step, plan.trial_id), {"task_ids": plan.task_ids})

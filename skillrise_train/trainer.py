@@ -340,14 +340,16 @@ class SkillRiseTrainer(GRPOAdapter):
         return encode_chat(self.processing_class, text, prefix, max_tokens=self.max_prompt_tokens,
                            template_kwargs=self.template_kwargs)
 
-    def generate_completions(self, prompts: list[str], prefixes: list[str] | None = None) -> list[Completion]:
+    def generate_completions(self, prompts: list[str], prefixes: list[str] | None = None,
+                             seeds: list[int] | None = None) -> list[Completion]:
         """One batched generation through TRL's path (num_generations=1 per prompt); each answer's text is its
-        prefix (the observation's answer_prefix) plus the decoded completion."""
+        prefix (the observation's answer_prefix) plus the decoded completion. With `seeds` (rollouts give
+        one per turn), each prompt samples from its own RNG on HF generate (`generate_ids`)."""
         prefixes = list(prefixes) if prefixes is not None else [""] * len(prompts)
         encoded = [self.encode_prompt(p, pre) for p, pre in zip(prompts, prefixes)]
         prompt_ids = [ids for ids, _ in encoded]
         try:
-            completion_ids = self.generate_ids(prompt_ids)
+            completion_ids = self.generate_ids(prompt_ids, seeds)
         except RuntimeError as exc:  # torch.multinomial on NaN/inf probabilities: weights finite but too large
             if "inf" in str(exc) and "nan" in str(exc):
                 raise NonFiniteLossError(

@@ -17,13 +17,16 @@ The contract (what `GRPOAdapter` relies on and what it offers its subclass):
 - `_generate_single_turn(prompt_ids, images, multimodal_fields, num_generations)` (called): TRL's generation
   (HF generate on CPU, vLLM on GPUs), exposed as `generate_ids`.
 - private attributes read: `_metrics` (`log_metric`), `chat_template_kwargs` (`template_kwargs`),
-  `_tokenizer` (`pad_token_id`), `entropy_coef`, `loss_type`, `temperature`.
+  `_tokenizer` (`pad_token_id`), `entropy_coef`, `loss_type`, `temperature`; for seeded generation
+  (`generate_ids(..., seeds)`, HF generate's path): `use_vllm`, `use_transformers_continuous_batching`,
+  `generation_config`, `generation_kwargs`, `eos_token_ids`.
 """
 
 from __future__ import annotations
 
+import copy
 from contextlib import contextmanager
-from typing import Any, Iterator
+from typing import Any, Iterator, Sequence
 
 import torch
 from trl import GRPOConfig, GRPOTrainer
@@ -132,10 +135,53 @@ class GRPOAdapter(GRPOTrainer):
         return super()._compute_loss(model, trim_padding(inputs))
 
     # ------------------------------------------------------------------ what subclasses call
-    def generate_ids(self, prompt_ids: list[list[int]]) -> list[list[int]]:
-        """One completion per prompt through TRL's generation path (HF generate, or vLLM)."""
+    def generate_ids(self, prompt_ids: list[list[int]], seeds: Sequence[int] | None = None) -> list[list[int]]:
+        """One completion per prompt through TRL's generation path (HF generate, or vLLM). With `seeds` (one
+        per prompt) on HF generate's path, each prompt samples from its own seeded RNG, so its tokens do not
+        depend on its batch-mates (`_generate_seeded`); vLLM's path takes no per-request seeds through TRL."""
+        if seeds is not None and not (self.use_vllm or self.use_transformers_continuous_batching):
+            return self._generate_seeded(prompt_ids, seeds)
         completion_ids, _logprobs = self._generate_single_turn(prompt_ids, None, {}, num_generations=1)
         return [list(c) for c in completion_ids]
+
+    @torch.no_grad()
+    def _generate_seeded(self, prompt_ids: list[list[int]], seeds: Sequence[int]) -> list[list[int]]:
+        """TRL's HF-generate path (left-padded prompts, its GenerationConfig, the unwrapped model, completions
+        cut after the first EOS), sampling with `sampling.SeededSampling`: HF generate runs greedy on scores
+        processed as its sampling would, plus per-row Gumbel noise: exact samples, one RNG per prompt."""
+        from transformers import LogitsProcessorList
+        from trl.models import unwrap_model_for_generation
+
+        from skillrise_train.sampling import SAMPLING_FIELDS, SeededSampling, sampling_warpers
+
+        if len(seeds) != len(prompt_ids):
+            raise ValueError(f"{len(seeds)} seeds for {len(prompt_ids)} prompts")
+        device = self.accelerator.device
+        rows = [torch.tensor(ids, dtype=torch.long, device=device) for ids in prompt_ids]
+        input_ids = pad(rows, padding_value=self.pad_token_id, padding_side="left")
+        attention_mask = pad([torch.ones_like(r) for r in rows], padding_value=0, padding_side="left")
+        config = copy.deepcopy(self.generation_config)
+        processors = LogitsProcessorList([*sampling_warpers(config), SeededSampling(seeds)])
+        if config.do_sample is False:  # greedy asked for: no sampling to seed
+            processors = LogitsProcessorList()
+        for name in SAMPLING_FIELDS:
+            if hasattr(config, name):
+                setattr(config, name, None)
+        config.do_sample = False
+        with unwrap_model_for_generation(
+            self.model_wrapped, self.accelerator, gather_deepspeed3_params=self.args.ds3_gather_for_generation,
+            generation_kwargs=self.generation_kwargs,
+            gradient_checkpointing_kwargs=self.args.gradient_checkpointing_kwargs,
+        ) as model:
+            out = model.generate(input_ids=input_ids, attention_mask=attention_mask, generation_config=config,
+                                 logits_processor=processors)
+        completions = out[:, input_ids.shape[1]:].cpu().tolist()
+        eos = set(self.eos_token_ids)
+        cut = []
+        for row in completions:
+            end = next((n for n, token in enumerate(row) if token in eos), None)
+            cut.append(row if end is None else row[: end + 1])
+        return cut
 
     def policy_logps(self, model: Any, input_ids: torch.Tensor, attention_mask: torch.Tensor,
                      logits_to_keep: int) -> torch.Tensor:

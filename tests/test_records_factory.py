@@ -25,7 +25,7 @@ def answer(prompt: str) -> str:
     return ANSWERS[zlib.crc32(prompt.encode()) % len(ANSWERS)]
 
 
-def generate(prompts: list[str], prefixes: list[str]) -> list[Completion]:
+def generate(prompts: list[str], prefixes: list[str], seeds: list[int] | None = None) -> list[Completion]:
     return [Completion([1] * len(p.split()), [2] * len(answer(p).split()), answer(p)) for p in prompts]
 
 

@@ -211,7 +211,7 @@ def test_a_training_rollout_never_runs_more_jvms_than_its_envs(overlap):
     before = {p.pid for p in _java_children()}
     counts = []
 
-    def generate(prompts, prefixes):
+    def generate(prompts, prefixes, seeds=None):
         counts.append(len([p for p in _java_children() if p.pid not in before]))
         return [Completion([1], [1], "<action>look around</action>") for _ in prompts]  # K=1: solve turns only
 

@@ -376,7 +376,7 @@ def _play_toy(workers: int, kill_on_call: int | None = None, **options):
                            backend_options=options, envs=4)
     calls = {"n": 0}
 
-    def generate(prompts, prefixes):
+    def generate(prompts, prefixes, seeds=None):
         calls["n"] += 1
         if calls["n"] == kill_on_call:
             os.kill(engine.pool._procs[1].pid, signal.SIGKILL)

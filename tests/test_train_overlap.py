@@ -27,7 +27,7 @@ def test_overlapped_rollouts_give_lockstep_turns_and_credit_whatever_n_and_timin
     # N = 1, 3 and one env per trial; the cap on waiting 0 s (every call takes whoever waits) and 1 s; a
     # jittery generator (sleeps of 0 to 9 ms), so batches form differently from run to run
     for envs, wait in ((1, 1.0), (3, 0.0), (3, 1.0), (trials, 0.0)):
-        def jittery(prompts, prefixes):
+        def jittery(prompts, prefixes, seeds=None):
             time.sleep((len(prompts) * 7 % 10) / 1000)
             return generate(prompts, prefixes)
 
@@ -50,7 +50,7 @@ def test_envs_step_while_the_model_generates():
         rollout = engine("skillrise", 4, workers=2, env_timeout=10.0, overlap=overlap, overlap_wait=0.0)
         pending_during_calls = []
 
-        def slow(prompts, prefixes, rollout=rollout, seen=pending_during_calls):
+        def slow(prompts, prefixes, seeds=None, rollout=rollout, seen=pending_during_calls):
             seen.append(len(rollout.pool.pending))
             time.sleep(0.02)
             return generate(prompts, prefixes)
@@ -67,7 +67,7 @@ def test_a_worker_killed_mid_overlapped_rollout_loses_nothing_and_duplicates_not
     rollout = engine("skillrise", 3, workers=2, env_timeout=5.0, overlap=True, overlap_wait=0.0)
     calls = {"n": 0}
 
-    def killing(prompts, prefixes):
+    def killing(prompts, prefixes, seeds=None):
         calls["n"] += 1
         if calls["n"] == 3:
             os.kill(rollout.pool._procs[0].pid, signal.SIGKILL)
@@ -122,8 +122,11 @@ def test_the_pacer_waits_for_busy_envs_only_while_they_cost_less_than_a_call():
     slow = _Pacer(cap=1.0)
     slow.generated(2, 0.030)
     for _ in range(5):
-        slow.answered(0.500)  # envs take 0.5 s: a call now costs less than waiting for them
-    assert slow.wait({0: time.perf_counter()}, {1: time.perf_counter()}) == 0.0
+        slow.answered(0.500)  # envs take 0.5 s: a call now costs less than waiting for them...
+    now = time.perf_counter()
+    assert slow.wait({0: now}, {1: now}) == 0.0
+    assert slow.wait({0: now}, {1: now, 2: now}) > 0.0  # ... once half the trials in play wait (two groups)
+    assert slow.wait({0: now, 3: now}, {1: now, 2: now}) == 0.0
 
 
 # ------------------------------------------------------------------ the pool's asynchronous API
@@ -204,3 +207,62 @@ def test_closing_a_pool_with_commands_pending_does_not_hang():
     assert all(p is None for p in pool._procs)
     with pytest.raises(RuntimeError, match="closed"):
         pool.receive()
+
+
+# ------------------------------------------------------------------ sampling that does not depend on the batch
+def test_seeded_sampling_draws_from_the_softmax_and_each_row_from_its_own_seed():
+    import torch
+
+    from skillrise_train.sampling import SeededSampling
+
+    scores = torch.tensor([[0.0, 1.0, 2.0, float("-inf")]])
+    draws = [int(SeededSampling([seed])(None, scores).argmax()) for seed in range(4000)]
+    expected = torch.softmax(scores[0], dim=-1).tolist()
+    for token, p in enumerate(expected):
+        assert abs(draws.count(token) / len(draws) - p) < 0.03, (token, draws.count(token), p)
+    assert draws.count(3) == 0  # a token the warpers removed is never drawn
+    # a row's noise follows its seed, not its place in the batch or its batch-mates
+    batch = SeededSampling([5, 9, 11])(None, scores.repeat(3, 1))
+    alone = SeededSampling([9])(None, scores)
+    assert torch.equal(batch[1], alone[0])
+    with pytest.raises(ValueError, match="2 rows of scores for 3 seeds"):
+        SeededSampling([1, 2, 3])(None, scores.repeat(2, 1))
+
+
+@pytest.fixture(scope="module")
+def sampling_trainer(tmp_path_factory):
+    """The trainer on the tiny offline model, sampling at temperature 1 (its real generation path)."""
+    from skillrise_train.trainer import SkillRiseTrainer
+
+    config = TrainConfig(env="toy", model="tiny", lora=False, K=K, G=G, S=S, max_task_steps=4, max_new_tokens=6,
+                         steps=1, output_dir=str(tmp_path_factory.mktemp("sampling")), record_turns=False,
+                         seed=3, threads=1, temperature=1.0)
+    trainer = SkillRiseTrainer.from_config(config)
+    yield trainer
+    trainer.rollout.close()
+
+
+def test_sampled_tokens_follow_the_prompt_and_its_seed_not_the_batch(sampling_trainer):
+    trainer = sampling_trainer
+    prompts = ["Your task is to: press the red switch.", "Curate the skill document.", "Look around the room."]
+    together = trainer.generate_completions(prompts, ["<action>", "<skill>", "<action>"], [11, 12, 13])
+    apart = trainer.generate_completions(prompts[2:] + prompts[:1], ["<action>", "<action>"], [13, 11])
+    assert [c.completion_ids for c in apart] == [together[2].completion_ids, together[0].completion_ids]
+    draws = {tuple(c.completion_ids) for c in trainer.generate_completions([prompts[0]] * 6, ["<action>"] * 6,
+                                                                           list(range(6)))}
+    assert len(draws) > 1  # it samples: other seeds, other tokens
+
+
+def test_a_sampled_rollout_gives_the_same_turns_whatever_n_and_overlap(sampling_trainer):
+    """The real policy sampling at temperature 1: one env in this process in lockstep rounds, and three
+    envs in two workers overlapped (batches formed by timing) play the same turns."""
+    generate = sampling_trainer.generate_completions
+    runs = []
+    for envs, workers, overlap in ((1, 0, False), (3, 2, True)):
+        rollout = engine("skillrise", envs, workers=workers, env_timeout=60.0, overlap=overlap, overlap_wait=0.0)
+        try:
+            runs.append(play(rollout, generate=generate)[1])
+        finally:
+            rollout.close()
+    assert turns(runs[0]) == turns(runs[1])
+    assert len({s.turn.response for s in runs[0].samples}) > 3  # sampled answers, not one repeated

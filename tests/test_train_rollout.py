@@ -30,7 +30,7 @@ def answer(prompt: str) -> str:
     return f"<action>press {switches[pick % len(switches)]}</action>"
 
 
-def generate(prompts, prefixes):
+def generate(prompts, prefixes, seeds=None):
     return [Completion([zlib.crc32(p.encode()) % 1000], [len(p) % 7], pre + answer(p)) for p, pre in zip(prompts, prefixes)]
 
 
@@ -173,7 +173,7 @@ def test_a_worker_killed_mid_rollout_loses_nothing_and_duplicates_nothing():
     rollout = engine("skillrise", 3, workers=2, env_timeout=5.0)
     calls = {"n": 0}
 
-    def killing(prompts, prefixes):
+    def killing(prompts, prefixes, seeds=None):
         calls["n"] += 1
         if calls["n"] == 3:
             os.kill(rollout.pool._procs[0].pid, signal.SIGKILL)

@@ -68,7 +68,7 @@ def test_named_action_ignores_shared_words_and_ties():
 def _scripted(copy: bool, follow: bool):
     """An answerer for check_format: curate turns copy a clause of the trajectory shown (or write one
     of their own); solve turns take the action their note names (or always the first one)."""
-    def answer(prompts, prefixes):
+    def answer(prompts, prefixes, seeds=None):
         out = []
         for prompt in prompts:
             if "Did:" in prompt:  # a curate prompt: the trajectory follows "Did:"

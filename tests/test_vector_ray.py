@@ -228,7 +228,7 @@ def test_a_rollout_on_ray_with_an_actor_killed_mid_rollout_loses_nothing_and_dup
                             env_timeout=30.0)
     calls = {"n": 0}
 
-    def killing(prompts, prefixes):
+    def killing(prompts, prefixes, seeds=None):
         calls["n"] += 1
         if calls["n"] == 3:
             ray_local.kill(rollout.pool._actors[0])
@@ -275,7 +275,7 @@ def test_an_overlapped_rollout_on_ray_with_an_actor_killed_loses_nothing_and_dup
                             env_timeout=30.0, overlap=True, overlap_wait=0.0)
     calls = {"n": 0}
 
-    def killing(prompts, prefixes):
+    def killing(prompts, prefixes, seeds=None):
         calls["n"] += 1
         if calls["n"] == 3:
             ray_local.kill(rollout.pool._actors[0])

@@ -1,0 +1,62 @@
+"""Sampling that does not depend on the batch: each prompt draws from its own seeded RNG.
+
+HF generate samples a whole batch with one `torch.multinomial` on one RNG, so a prompt's tokens depend on
+which prompts share its call; with env pools of different sizes, or overlapped rollouts whose calls form
+as envs answer, the same seed would then sample other tokens. `SeededSampling` is the Gumbel-max trick
+instead: with g_v = -log(-log U_v), U_v uniform on (0, 1), argmax_v(s_v + g_v) is distributed as
+softmax(s); HF generate then runs greedy, and this processor, last in the chain, turns the processed
+scores (temperature, top-k, top-p, min-p applied as HF's sampling would: `sampling_warpers`) into an
+exact sample. Row r's noise at its t-th token is the t-th draw of a generator seeded with seeds[r], so a
+row's tokens depend on its prompt, its seed and the model only (up to the floating-point effects of batch
+size and padding on the scores, as for greedy decoding).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+import torch
+from transformers import LogitsProcessor
+
+#: the sampling settings of a GenerationConfig that `sampling_warpers` turns into processors
+SAMPLING_FIELDS = ("temperature", "top_k", "top_p", "min_p", "typical_p", "epsilon_cutoff", "eta_cutoff")
+
+
+class SeededSampling(LogitsProcessor):
+    """Adds per-row Gumbel noise from per-row generators (one seed per row of the batch)."""
+
+    def __init__(self, seeds: Sequence[int]) -> None:
+        self.generators = [torch.Generator().manual_seed(int(seed)) for seed in seeds]
+
+    def __call__(self, input_ids: torch.LongTensor, scores: torch.FloatTensor) -> torch.FloatTensor:
+        if scores.shape[0] != len(self.generators):
+            raise ValueError(f"{scores.shape[0]} rows of scores for {len(self.generators)} seeds")
+        width = scores.shape[-1]
+        uniform = torch.stack([torch.rand(width, generator=g, dtype=torch.float64) for g in self.generators])
+        tiny = torch.finfo(torch.float64).tiny
+        gumbel = -torch.log(-torch.log(uniform.clamp(tiny, 1 - 1e-16)))
+        return scores + gumbel.to(device=scores.device, dtype=scores.dtype)
+
+
+def sampling_warpers(config: Any) -> list[LogitsProcessor]:
+    """The processors HF generate's sampling would apply for this GenerationConfig, in HF's order."""
+    from transformers.generation.logits_process import (EpsilonLogitsWarper, EtaLogitsWarper, MinPLogitsWarper,
+                                                        TemperatureLogitsWarper, TopKLogitsWarper,
+                                                        TopPLogitsWarper, TypicalLogitsWarper)
+
+    warpers: list[LogitsProcessor] = []
+    if config.temperature is not None and config.temperature != 1.0:
+        warpers.append(TemperatureLogitsWarper(config.temperature))
+    if config.top_k is not None and config.top_k != 0:
+        warpers.append(TopKLogitsWarper(top_k=config.top_k, min_tokens_to_keep=1))
+    if config.top_p is not None and config.top_p < 1.0:
+        warpers.append(TopPLogitsWarper(top_p=config.top_p, min_tokens_to_keep=1))
+    if config.min_p is not None:
+        warpers.append(MinPLogitsWarper(min_p=config.min_p, min_tokens_to_keep=1))
+    if getattr(config, "typical_p", None) is not None and config.typical_p < 1.0:
+        warpers.append(TypicalLogitsWarper(mass=config.typical_p, min_tokens_to_keep=1))
+    if getattr(config, "epsilon_cutoff", None) is not None and 0.0 < config.epsilon_cutoff < 1.0:
+        warpers.append(EpsilonLogitsWarper(epsilon=config.epsilon_cutoff, min_tokens_to_keep=1))
+    if getattr(config, "eta_cutoff", None) is not None and 0.0 < config.eta_cutoff < 1.0:
+        warpers.append(EtaLogitsWarper(epsilon=config.eta_cutoff, min_tokens_to_keep=1))
+    return warpers
