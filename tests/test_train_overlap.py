@@ -12,7 +12,8 @@ import pytest
 from skillrise_gym.vector import EnvPool, WorkerError, env_fn
 from skillrise_train.config import TrainConfig
 from skillrise_train.rollout import _Pacer
-from test_train_rollout import G, K, S, credit, engine, generate, play, turns, undisturbed, unique_turns
+from test_train_rollout import (G, K, S, assert_nothing_lost_or_duplicated, credit, engine, generate, kill_worker,
+                                play, play_killing, turns, undisturbed)
 
 
 def outcome(algo, result):
@@ -65,24 +66,9 @@ def test_envs_step_while_the_model_generates():
 def test_a_worker_killed_mid_overlapped_rollout_loses_nothing_and_duplicates_nothing():
     plans, calm = undisturbed("skillrise", 3, workers=2, env_timeout=5.0)
     rollout = engine("skillrise", 3, workers=2, env_timeout=5.0, overlap=True, overlap_wait=0.0)
-    calls = {"n": 0}
-
-    def killing(prompts, prefixes, seeds=None):
-        calls["n"] += 1
-        if calls["n"] == 3:
-            os.kill(rollout.pool._procs[0].pid, signal.SIGKILL)
-            rollout.pool._procs[0].join(5)
-        return generate(prompts, prefixes)
-
-    try:
-        _plans, killed = play(rollout, generate=killing)
-    finally:
-        rollout.close()
+    _plans, killed = play_killing(rollout, kill_worker(rollout, 0))
     assert killed.replayed >= 1 and not killed.dropped
-    assert unique_turns(killed) == unique_turns(calm)
-    assert turns(killed) == turns(calm)
-    assert killed.success == calm.success and killed.task_rewards == calm.task_rewards
-    assert set(killed.success) == {p.trial_id for p in plans}
+    assert_nothing_lost_or_duplicated(plans, killed, calm)
 
 
 def test_overlap_settings_are_config_fields_and_bad_values_are_refused():

@@ -164,31 +164,47 @@ def unique_turns(result):
     return keys
 
 
+def play_killing(rollout: RolloutEngine, kill, at_call: int = 3):
+    """(plans, result) of one rollout whose `kill()` runs just before its `at_call`-th generation call; the
+    engine is closed after."""
+    calls = {"n": 0}
+
+    def killing(prompts, prefixes, seeds=None):
+        calls["n"] += 1
+        if calls["n"] == at_call:
+            kill()
+        return generate(prompts, prefixes, seeds)
+
+    try:
+        return play(rollout, generate=killing)
+    finally:
+        rollout.close()
+
+
+def assert_nothing_lost_or_duplicated(plans, killed, calm) -> None:
+    assert unique_turns(killed) == unique_turns(calm)
+    assert turns(killed) == turns(calm)
+    assert killed.success == calm.success and killed.task_rewards == calm.task_rewards
+    assert set(killed.success) == {p.trial_id for p in plans}
+
+
+def kill_worker(rollout: RolloutEngine, w: int):
+    def kill():
+        os.kill(rollout.pool._procs[w].pid, signal.SIGKILL)
+        rollout.pool._procs[w].join(5)
+
+    return kill
+
+
 def test_a_worker_killed_mid_rollout_loses_nothing_and_duplicates_nothing():
     """3 envs in 2 workers (worker 0 holds envs 0 and 2) play 6 trials; worker 0 is killed just before the
     third generation call: its two trials in flight start again, first in line, and the rollout ends with
     exactly the turns of an undisturbed one."""
     plans, calm = undisturbed("skillrise", 3, workers=2, env_timeout=5.0)
-
     rollout = engine("skillrise", 3, workers=2, env_timeout=5.0)
-    calls = {"n": 0}
-
-    def killing(prompts, prefixes, seeds=None):
-        calls["n"] += 1
-        if calls["n"] == 3:
-            os.kill(rollout.pool._procs[0].pid, signal.SIGKILL)
-            rollout.pool._procs[0].join(5)
-        return generate(prompts, prefixes)
-
-    try:
-        _plans, killed = play(rollout, generate=killing)
-    finally:
-        rollout.close()
+    _plans, killed = play_killing(rollout, kill_worker(rollout, 0))
     assert killed.replayed == 2 and not killed.dropped
-    assert unique_turns(killed) == unique_turns(calm)
-    assert turns(killed) == turns(calm)
-    assert killed.success == calm.success and killed.task_rewards == calm.task_rewards
-    assert set(killed.success) == {p.trial_id for p in plans}
+    assert_nothing_lost_or_duplicated(plans, killed, calm)
 
 
 def test_a_worker_lost_while_an_env_takes_a_new_trial_restarts_its_other_env_too(caplog):

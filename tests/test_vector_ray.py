@@ -213,8 +213,10 @@ def test_another_process_plays_on_the_cluster_by_its_address(ray_local, tmp_path
 
 
 @needs_ray
-def test_a_rollout_on_ray_with_an_actor_killed_mid_rollout_loses_nothing_and_duplicates_nothing(ray_local):
-    from test_train_rollout import G, K, S, generate, play, turns, unique_turns
+@pytest.mark.parametrize("overlap", [False, True])
+def test_a_rollout_on_ray_with_an_actor_killed_mid_rollout_loses_nothing_and_duplicates_nothing(ray_local, overlap):
+    """Lockstep and overlapped: the killed actor's one trial restarts; the turns are an undisturbed run's."""
+    from test_train_rollout import G, K, S, assert_nothing_lost_or_duplicated, play, play_killing
 
     from skillrise_train.rollout import RolloutEngine
 
@@ -223,26 +225,11 @@ def test_a_rollout_on_ray_with_an_actor_killed_mid_rollout_loses_nothing_and_dup
         plans, calm = play(calm_engine)
     finally:
         calm_engine.close()
-
     rollout = RolloutEngine("toy", "skillrise", K, G, S, "train", 4, seed=7, envs=3, ray_address="local",
-                            env_timeout=30.0)
-    calls = {"n": 0}
-
-    def killing(prompts, prefixes, seeds=None):
-        calls["n"] += 1
-        if calls["n"] == 3:
-            ray_local.kill(rollout.pool._actors[0])
-        return generate(prompts, prefixes)
-
-    try:
-        _plans, killed = play(rollout, generate=killing)
-    finally:
-        rollout.close()
+                            env_timeout=30.0, overlap=overlap, overlap_wait=0.0)
+    _plans, killed = play_killing(rollout, lambda: ray_local.kill(rollout.pool._actors[0]))
     assert killed.replayed == 1 and not killed.dropped  # one actor, one env, one trial restarted
-    assert unique_turns(killed) == unique_turns(calm)
-    assert turns(killed) == turns(calm)
-    assert killed.success == calm.success and killed.task_rewards == calm.task_rewards
-    assert set(killed.success) == {p.trial_id for p in plans}
+    assert_nothing_lost_or_duplicated(plans, killed, calm)
 
 
 @needs_ray
@@ -258,37 +245,6 @@ def test_one_training_step_runs_on_ray(ray_local, tmp_path, capsys):
     turns = [json.loads(line) for line in (out / "turns.jsonl").read_text().splitlines()]
     assert {t["trial_id"].rsplit("/", 1)[1] for t in turns} == {"g0", "g1"}
     assert (out / "eval" / "step-1" / "summary.json").exists()
-
-
-@needs_ray
-def test_an_overlapped_rollout_on_ray_with_an_actor_killed_loses_nothing_and_duplicates_nothing(ray_local):
-    from test_train_rollout import G, K, S, generate, play, turns, unique_turns
-
-    from skillrise_train.rollout import RolloutEngine
-
-    calm_engine = RolloutEngine("toy", "skillrise", K, G, S, "train", 4, seed=7, envs=3)  # EnvPool, lockstep
-    try:
-        plans, calm = play(calm_engine)
-    finally:
-        calm_engine.close()
-    rollout = RolloutEngine("toy", "skillrise", K, G, S, "train", 4, seed=7, envs=3, ray_address="local",
-                            env_timeout=30.0, overlap=True, overlap_wait=0.0)
-    calls = {"n": 0}
-
-    def killing(prompts, prefixes, seeds=None):
-        calls["n"] += 1
-        if calls["n"] == 3:
-            ray_local.kill(rollout.pool._actors[0])
-        return generate(prompts, prefixes)
-
-    try:
-        _plans, killed = play(rollout, generate=killing)
-    finally:
-        rollout.close()
-    assert killed.replayed == 1 and not killed.dropped
-    assert unique_turns(killed) == unique_turns(calm) and turns(killed) == turns(calm)
-    assert killed.success == calm.success and killed.task_rewards == calm.task_rewards
-    assert set(killed.success) == {p.trial_id for p in plans}
 
 
 @needs_ray
