@@ -1,7 +1,9 @@
 """Trials per minute of the trainer's rollout (`RolloutEngine.play`) by env pool and pool size N, and the memory
 N envs save against one env per trial.
 
-    python benchmarks/rollout_throughput.py                       # ALFWorld and WebShop, ~10-15 min on 2 cores
+    python benchmarks/rollout_throughput.py                       # ALFWorld and WebShop, both modes, ~40 min on 2 cores
+    python benchmarks/rollout_throughput.py --cpu-model 3.65 1.93 --measure-cpu-at --pools w0 w2 ray --ns 1 4 8 --S 4
+                                                                  # the README's run, ~25 min
     python benchmarks/rollout_throughput.py --quick               # a tiny smoke run (not a measurement)
     python benchmarks/rollout_throughput.py --envs webshop --ns 1 2 4 --pools w0 w2 ray
 

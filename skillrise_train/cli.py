@@ -196,7 +196,7 @@ def run(config: TrainConfig) -> dict[str, Any]:
     print(
         f"skillrise-train: algo={config.algo} env={config.env} ({train_split}) model={config.model} "
         f"K={config.K} G={config.G} S={config.S} envs={rollout.pool.num_envs} steps={config.steps} "
-        f"lora={config.lora} "
+        f"lora={config.lora} " + ("overlap=on " if config.overlap else "") +
         f"device={trainer.accelerator.device} threads={torch.get_num_threads()}"
         + (f" resuming from {resume_from}" if resume_from else ""),
         flush=True,
