@@ -349,7 +349,7 @@ def test_a_k1_task_that_fails_to_load_gives_no_turns_and_the_rollout_goes_on():
     try:
         sequences = engine.sequences(0, 8)
         plans = engine.plan(sequences, tag="t")
-        result = engine.play(plans, lambda prompts, prefixes: [_look_completion() for _ in prompts])
+        result = engine.play(plans, lambda prompts, prefixes, seeds: [_look_completion() for _ in prompts])
     finally:
         engine.close()
     assert set(result.success) == {p.trial_id for p in plans}  # every trial ended, none hung or crashed
