@@ -141,7 +141,7 @@ class TrainConfig:
     ray_address: str | None = option(None, "Run each env in a Ray actor instead of env_workers processes: local (a Ray instance on this machine) or a running cluster's address (host:port, ray://host:10001, auto); unset: no Ray. Needs pip install 'skillrise-gym[ray]'.")
     ray_num_cpus: float | None = option(None, "With ray_address: CPUs reserved per env (unset: none held while it runs, as for any Ray actor).")
     ray_memory: float | None = option(None, 'With ray_address: memory reserved per env in bytes, e.g. 1.5e9 for a ScienceWorld JVM.')
-    overlap: bool = option(False, "Step envs while the model generates for other trials, instead of in rounds (needs env_workers or ray_address: in this process nothing overlaps). Greedy or stub answers give the same turns as rounds; sampled tokens depend on which prompts share a generation call, which then depends on timing (docs/train.md).")
+    overlap: bool = option(False, "Step envs while the model generates for other trials, instead of in rounds (needs env_workers or ray_address: in this process nothing overlaps). The same turns as rounds, sampled ones included (each turn samples from an RNG of its own; vLLM excepted: docs/train.md).")
     overlap_wait: float = option(OVERLAP_WAIT, 'With overlap: the longest a trial waits for busy envs to join its generation call, in seconds (>= 0; it waits only while they are expected sooner than a call costs).')
     threads: int = option(1, 'Torch CPU threads (one was never slower than two for small models).')
     use_vllm: bool = option(False, 'Generate with vLLM (GPU only; colocated with training).')

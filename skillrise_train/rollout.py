@@ -22,19 +22,17 @@ takes the next one, reset with that trial's own seed (`_reset_seed(seed, step, t
 
 Determinism. What a trial sees depends only on its reset and its own answers, never on the env it runs on,
 on the other trials or on timing, and samples come back in the order of a lockstep rollout (every trial's
-first turn, then every trial's second...), so with a generate function that answers each prompt on its own
-(a stub; greedy decoding, up to the floating-point effects of batch size and padding) the same seed gives
-the same turns, rewards, credit and rows for every N, lockstep or overlapped, however the calls were
-timed (tested with N = 1, 3 and one env per trial, and a generator of random latency). What N, and in
-overlapped rollouts the timing, change is which prompts share a generation call, and that does change
-sampling: TRL's generation draws a whole batch from one RNG (HF generate's torch.multinomial; vLLM without
-per-request seeds), so a sampled trial's tokens depend on its batch-mates. With sampling, a lockstep run
-is reproducible for a given N (and `generation_batch`), and another N draws different samples from the
-same distribution; an overlapped run is not reproducible token for token (its batches follow the env and
-model timings), only in distribution. N >= the trials of a step batches exactly as one env per trial did.
-(Per-trial generators would remove that, but TRL's generation path takes none, and one generate call per
-prompt would give up batching.) One engine-side exception: WebShop's `search[<r>]` (random results) draws
-from an RNG shared by the envs of a process.
+first turn, then every trial's second...). Each turn is generated with a seed of its own,
+`_reset_seed(seed, step, trial_id, "turn", n)` (the same again when a lost trial is replayed), and the
+trainer's generation samples each prompt from an RNG of that seed (`skillrise_train/sampling.py`, on HF
+generate's path), so which prompts share a generation call changes nothing: the same seed gives the same
+turns, rewards, credit and rows for every N, lockstep or overlapped, however the calls were timed (tested
+with N = 1, 3 and one env per trial, a generator of random latency, and the real policy sampling at
+temperature 1), up to the floating-point effects of batch size and padding on the scores (a near-tie can
+flip, as for greedy decoding). Exceptions: vLLM, whose path through TRL takes no per-request seed (its
+tokens depend on their batch-mates: a lockstep run is then reproducible for one N and
+`generation_batch`, an overlapped one only in distribution); and WebShop's `search[<r>]` (random
+results), which draws from an RNG shared by the envs of a process.
 
 SkillRise (`algo="skillrise"`): trial = one SequenceEnv episode of K tasks with solve and curate turns; the G
 trials of a sequence are pinned to the same task ids with ``reset(options={"task_ids": ...})``.

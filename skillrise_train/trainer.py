@@ -29,9 +29,10 @@ Batching, three levels, and nothing else:
    tests/test_trl_contract.py checks grad_accum=2 with packing against one pass).
 
 Generation is batched apart from these: each rollout round generates the prompts of the trials in play
-together (at most N, the env pool's size, in calls of at most `generation_batch`), and the rows come back
-in the same order whatever N. With sampling, which prompts share a call does change the tokens drawn (one
-RNG per call), so a sampled run is reproducible for one N; see rollout.py, "Determinism".
+together (at most N, the env pool's size, in calls of at most `generation_batch`; with `overlap`, the
+trials that wait while other envs step), and the rows come back in the same order whatever N. Each prompt
+samples from an RNG seeded by its trial and turn (`generate_ids(..., seeds)`), so which prompts share a
+call does not change the tokens drawn on HF generate (vLLM excepted); see rollout.py, "Determinism".
 
 TRL's dataset is a placeholder: the envs own the prompts. It has one generation batch of rows so TRL's
 dataloader turns; `num_generations=2` and `per_device_train_batch_size=2` only satisfy TRL's checks on that
