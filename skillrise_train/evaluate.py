@@ -12,11 +12,11 @@ from __future__ import annotations
 import json
 import time
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any, Sequence
 
 from skillrise_gym.agents.base import Agent, AgentOutput
 from skillrise_train.config import TrainConfig
-from skillrise_train.rollout import EVAL_SEED_OFFSET, Completion
+from skillrise_train.rollout import EVAL_SEED_OFFSET, GenerateFn, _reset_seed
 
 
 class PolicyAgent(Agent):
@@ -24,15 +24,21 @@ class PolicyAgent(Agent):
 
     name = "skillrise-train"
 
-    def __init__(self, generate: Callable[[list[str]], list[Completion]], batch_size: int, identity: dict[str, Any]):
+    def __init__(self, generate: GenerateFn, batch_size: int, identity: dict[str, Any], seed: int = 0):
         self.generate = generate
         self.batch_size = batch_size
         self.identity = identity
+        self.seed = seed
 
     def act(self, observations: Sequence[dict[str, Any]], infos: Sequence[dict[str, Any]] | None = None) -> list[AgentOutput]:
+        """One generation call; each prompt samples from an RNG seeded by its trial and turn (the bench gives
+        both in `infos`), as in training rollouts, so an evaluation does not depend on its batches."""
         started = time.perf_counter()
+        seeds = None
+        if infos is not None and all("trial_id" in i and "turn" in i for i in infos):
+            seeds = [_reset_seed(self.seed, "eval", i["trial_id"], "turn", i["turn"]) for i in infos]
         completions = self.generate([str(o["prompt"]) for o in observations],
-                                    [str(o.get("answer_prefix") or "") for o in observations])
+                                    [str(o.get("answer_prefix") or "") for o in observations], seeds)
         share = (time.perf_counter() - started) / max(1, len(completions))
         return [
             AgentOutput(c.text, prompt_tokens=len(c.prompt_ids), completion_tokens=len(c.completion_ids),
@@ -44,13 +50,13 @@ class PolicyAgent(Agent):
         return {"name": self.name, **self.identity}
 
 
-def evaluate(config: TrainConfig, generate: Callable[[list[str]], list[Completion]], step: int, split: str,
-             out: Path) -> dict[str, Any]:
+def evaluate(config: TrainConfig, generate: GenerateFn, step: int, split: str, out: Path) -> dict[str, Any]:
     """Play `config.eval_sequences` held-out K-task sequences (one trial each); returns success by position."""
     from skillrise_gym.bench.runner import BenchConfig, run_bench
 
     agent = PolicyAgent(generate, config.generation_batch,
-                        {"model": config.model, "algo": config.algo, "output_dir": str(out), "step": step})
+                        {"model": config.model, "algo": config.algo, "output_dir": str(out), "step": step},
+                        seed=config.seed + EVAL_SEED_OFFSET)
     bench = BenchConfig(
         env=config.env, out=str(out / "eval" / f"step-{step}"), K=[config.K], mode="cross",
         num_sequences=config.eval_sequences, split=split, seed=config.seed + EVAL_SEED_OFFSET,

@@ -252,3 +252,21 @@ def test_a_sampled_rollout_gives_the_same_turns_whatever_n_and_overlap(sampling_
             rollout.close()
     assert turns(runs[0]) == turns(runs[1])
     assert len({s.turn.response for s in runs[0].samples}) > 3  # sampled answers, not one repeated
+
+
+def test_a_sampled_evaluation_does_not_depend_on_its_batches(sampling_trainer, tmp_path):
+    """The trainer's evaluation (a bench run of the policy) seeds each turn by its trial and turn too: one
+    sequence at a time or three in one call, the same sampled answers."""
+    import dataclasses
+    import json
+
+    from skillrise_train.evaluate import evaluate
+
+    answers = []
+    for batch in (1, 3):
+        config = dataclasses.replace(sampling_trainer.config, eval_sequences=3, generation_batch=batch)
+        evaluate(config, sampling_trainer.generate_completions, 0, "train", tmp_path / f"b{batch}")
+        lines = (tmp_path / f"b{batch}" / "eval" / "step-0" / "turns.jsonl").read_text().splitlines()
+        answers.append(sorted((t["trial_id"], t["position"], t["role"], t["step_index"], t["response"])
+                              for t in map(json.loads, lines)))
+    assert answers[0] == answers[1] and len({a[-1] for a in answers[0]}) > 1

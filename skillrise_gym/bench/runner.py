@@ -346,7 +346,9 @@ class BenchRunner:
             queue.appendleft(flight)
 
     def _act(self, flights: list[_Flight]) -> list[AgentOutput]:
-        infos = [{**(f.info or {}), "trial_id": f.trial_id} for f in flights]
+        # the trial and how many turns it has taken (a replayed sequence counts again from 0): what an agent
+        # that seeds its sampling per turn needs (the trainer's evaluation agent)
+        infos = [{**(f.info or {}), "trial_id": f.trial_id, "turn": len(f.turns)} for f in flights]
         started = time.monotonic()
         outputs = self.agent.act([f.observation for f in flights], infos)
         elapsed = time.monotonic() - started
