@@ -7,7 +7,8 @@ write tagged answers themselves use `prompts.action_answer`/`skill_answer`.
 
 The last `info` of each env rides along (`infos`), so agents that read env-side facts work across worker
 processes: the expert reads ``info["expert_action"]`` (the runner asks the env for it through
-`Agent.needs_expert_info`), the random agent reads the sequence id and step for its seeding.
+`Agent.needs_expert_info`), the random agent reads the sequence id and step for its seeding. The runner adds ``trial_id`` and ``turn``
+(the turns the trial has taken; a replayed sequence counts from 0 again).
 
 Errors: an agent that cannot produce text at all (endpoint down after its retries, a rejected key) raises
 `AgentError`; the runner then stops cleanly, keeping every finished sequence, so the same command resumes.
