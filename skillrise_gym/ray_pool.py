@@ -165,9 +165,7 @@ class RayEnvPool(EnvPool):
 
     def submit(self, commands: Mapping[int, tuple[str, Any]]) -> None:
         self._check(commands)
-        busy = self.pending & set(commands)
-        if busy:
-            raise RuntimeError(f"envs {sorted(busy)} have a command pending: receive its reply first")
+        self._refuse_pending(commands)
         for index, (command, payload) in commands.items():
             self._submitted[index] = (self._actors[index].run.remote(command, payload), time.monotonic())
 
@@ -196,8 +194,7 @@ class RayEnvPool(EnvPool):
     def _many(self, commands: Mapping[int, tuple[str, Any]]) -> dict[int, Any]:
         ray = self._ray
         self._check(commands)
-        if self._submitted:
-            raise RuntimeError(f"envs {sorted(self._submitted)} have commands pending: receive their replies first")
+        self._refuse_pending()
         refs = {index: self._actors[index].run.remote(command, payload)
                 for index, (command, payload) in commands.items()}
         _ready, pending = ray.wait(list(refs.values()), num_returns=len(refs), timeout=self.timeout)

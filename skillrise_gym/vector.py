@@ -165,9 +165,9 @@ class EnvPool:
         self._local: dict[int, gym.Env] = {}
         self._procs: list[Any] = [None] * self.workers
         self._conns: list[Any] = [None] * self.workers
-        # asynchronous commands: per worker, the envs of its unanswered messages (oldest first) and since when
-        # it has been working on the oldest; in this process, the replies not yet received
-        self._inflight: list[deque[list[int]]] = [deque() for _ in range(self.workers)]
+        # asynchronous commands: per worker, the envs of its unanswered messages (one env each, oldest first)
+        # and since when it has been working on the oldest; in this process, the replies not yet received
+        self._inflight: list[deque[int]] = [deque() for _ in range(self.workers)]
         self._busy_since: list[float] = [0.0] * self.workers
         self._answered: dict[int, tuple[str, Any]] = {}
         for w in range(self.workers):
@@ -203,27 +203,21 @@ class EnvPool:
     @property
     def pending(self) -> set[int]:
         """The envs with a submitted command whose reply has not been received."""
-        waiting = {i for messages in self._inflight for message in messages for i in message}
-        return waiting | set(self._answered)
+        return {i for messages in self._inflight for i in messages} | set(self._answered)
 
     def submit(self, commands: Mapping[int, tuple[str, Any]]) -> None:
         """Send (command, payload) pairs ("step", action), ("reset", (seed, options)), ("call", (name, args,
         kwargs)) to envs without waiting. One message per env, so each reply comes back on its own."""
         self._check(commands)
-        busy = self.pending & set(commands)
-        if busy:
-            raise RuntimeError(f"envs {sorted(busy)} have a command pending: receive its reply first")
+        self._refuse_pending(commands)
         for index, (command, payload) in commands.items():
             if self.workers == 0:
-                if index not in self._local:  # as in `_many`: a failing constructor raises at once
-                    self._local[index] = self.env_fns[index]()
-                self._answered[index] = _reply(self._local, index, self.env_fns[index], command, payload,
-                                               portable=False)
+                self._answered[index] = self._reply_here(index, command, payload)
                 continue
             w = index % self.workers
             if not self._inflight[w]:
                 self._busy_since[w] = time.monotonic()
-            self._inflight[w].append([index])
+            self._inflight[w].append(index)
             try:
                 self._conns[w].send({index: (command, payload)})
             except (BrokenPipeError, OSError):
@@ -332,17 +326,28 @@ class EnvPool:
             if not 0 <= index < self.num_envs:
                 raise IndexError(f"env index {index} out of range (pool has {self.num_envs} envs)")
 
+    def _refuse_pending(self, commands: Mapping[int, Any] | None = None) -> None:
+        """RuntimeError for a command to an env whose last one is unanswered (`submit`), or, with no
+        commands, for a synchronous call while any is (its replies would mix with theirs)."""
+        if commands is not None:
+            busy = self.pending & set(commands)
+            if busy:
+                raise RuntimeError(f"envs {sorted(busy)} have a command pending: receive its reply first")
+        elif self.pending:
+            raise RuntimeError(f"envs {sorted(self.pending)} have commands pending: receive their replies first")
+
+    def _reply_here(self, index: int, command: str, payload: Any) -> tuple[str, Any]:
+        """The raw reply of env `index` in this process (``workers=0``); a failing constructor raises at once."""
+        if index not in self._local:
+            self._local[index] = self.env_fns[index]()
+        return _reply(self._local, index, self.env_fns[index], command, payload, portable=False)
+
     def _many(self, commands: Mapping[int, tuple[str, Any]]) -> dict[int, Any]:
         self._check(commands)
-        if self.pending:
-            raise RuntimeError(f"envs {sorted(self.pending)} have commands pending: receive their replies first")
+        self._refuse_pending()
         if self.workers == 0:
-            replies = {}
-            for index, (command, payload) in commands.items():
-                if index not in self._local:  # in this process a failing constructor raises at once
-                    self._local[index] = self.env_fns[index]()
-                replies[index] = _reply(self._local, index, self.env_fns[index], command, payload, portable=False)
-            return self.unpack(replies)
+            return self.unpack({index: self._reply_here(index, command, payload)
+                                for index, (command, payload) in commands.items()})
 
         by_worker: dict[int, dict[int, tuple[str, Any]]] = {}
         for index, item in commands.items():
