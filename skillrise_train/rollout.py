@@ -23,7 +23,7 @@ takes the next one, reset with that trial's own seed (`_reset_seed(seed, step, t
 Determinism. What a trial sees depends only on its reset and its own answers, never on the env it runs on,
 on the other trials or on timing, and samples come back in the order of a lockstep rollout (every trial's
 first turn, then every trial's second...). Each turn is generated with a seed of its own,
-`_reset_seed(seed, step, trial_id, "turn", n)` (the same again when a lost trial is replayed), and the
+`stable_seed(seed, step, trial_id, "turn", n)` (the same again when a lost trial is replayed), and the
 trainer's generation samples each prompt from an RNG of that seed (`skillrise_train/sampling.py`, on HF
 generate's path), so which prompts share a generation call changes nothing: the same seed gives the same
 turns, rewards, credit and rows for every N, lockstep or overlapped, however the calls were timed (tested
@@ -56,6 +56,7 @@ from collections import defaultdict, deque
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
+from skillrise_gym.agents.base import stable_seed
 from skillrise_gym.backends import backend_class
 from skillrise_gym.env import SequenceEnv
 from skillrise_gym.records import Turn, turn_from_step
@@ -381,17 +382,17 @@ class RolloutEngine:
         schedule = _Schedule(list(plans), deque(range(len(plans))), [0] * len(plans), step=step)
         progress = _Progress(self.progress, step, len(plans))
         if self.overlap:
-            self._play_overlapped(schedule, generate, step, result, progress)
+            self._play_overlapped(schedule, generate, result, progress)
         else:
-            self._play_lockstep(schedule, generate, step, result, progress)
+            self._play_lockstep(schedule, generate, result, progress)
         return _lockstep_order(result)
 
-    def _play_lockstep(self, schedule: _Schedule, generate: GenerateFn, step: int, result: RolloutResult,
+    def _play_lockstep(self, schedule: _Schedule, generate: GenerateFn, result: RolloutResult,
                        progress: "_Progress") -> None:
         """Rounds: the prompts of every trial in play in one generation (in calls of `generation_batch`),
         then every env stepped, waiting for the slowest."""
         started = time.perf_counter()
-        self._start(schedule, step, result)
+        self._start(schedule, result)
         result.env_seconds += time.perf_counter() - started
         while schedule.slots:
             live = sorted(schedule.slots, key=schedule.slots.__getitem__)  # envs, in their trials' plan order
@@ -404,26 +405,26 @@ class RolloutEngine:
 
             started = time.perf_counter()
             # the trials on a lost worker start again (below); the others go on
-            outcomes, lost = self._pool_call(self.pool.step_many, {i: c.text for i, c in zip(live, completions)},
-                                             schedule)
+            outcomes, lost = self._pool_call(schedule, self.pool.step_many,
+                                             {i: c.text for i, c in zip(live, completions)})
             result.env_seconds += time.perf_counter() - started
             for index, completion, prompt in zip(live, completions, prompts):
                 if index not in lost:
-                    self._record(schedule, index, prompt, completion, outcomes[index], step, result)
+                    self._record(schedule, index, prompt, completion, outcomes[index], result)
             started = time.perf_counter()
             if lost:
                 self._requeue(lost, schedule, result)
-            self._start(schedule, step, result)
+            self._start(schedule, result)
             result.env_seconds += time.perf_counter() - started
             progress.tick(schedule, result)
 
-    def _play_overlapped(self, schedule: _Schedule, generate: GenerateFn, step: int, result: RolloutResult,
+    def _play_overlapped(self, schedule: _Schedule, generate: GenerateFn, result: RolloutResult,
                          progress: "_Progress") -> None:
         """As the trials become ready: envs step (in their workers or actors) while the model generates for
         other trials. When trials wait for the model and envs are still busy, `_Pacer` decides between a
         call now and waiting for the busy ones to join it."""
         pool = self.pool
-        if getattr(pool, "workers", 1) == 0 and not self._warned_in_process:
+        if pool.workers == 0 and not self._warned_in_process:
             self._warned_in_process = True
             logger.warning("overlap without env workers or Ray: envs in this process step while nothing else "
                            "runs, so nothing overlaps (set env_workers or ray_address)")
@@ -432,18 +433,18 @@ class RolloutEngine:
         sent: dict[int, float] = {}  # env -> when its pending command was sent
         asked: dict[int, tuple[str, Completion]] = {}  # env -> the prompt and completion it is stepping
         started = time.perf_counter()
-        sent.update(dict.fromkeys(self._submit_starts(schedule, step), started))
+        sent.update(dict.fromkeys(self._submit_starts(schedule), started))
         result.env_seconds += time.perf_counter() - started
         while schedule.slots or schedule.queue:
-            timeout = pacer.wait(waiting, sent) if sent else 0.0  # None: nothing waits, block for an env
             started = time.perf_counter()
-            replies, lost = self._pool_call(lambda _requests: pool.receive(timeout) if sent else {}, {}, schedule)
+            # how long to wait for replies: the pacer's (None: nothing waits for the model, so block for an env)
+            replies, lost = self._pool_call(schedule, pool.receive, pacer.wait(waiting, sent)) if sent else ({}, set())
             now = time.perf_counter()
             for index, reply in sorted(replies.items()):
                 pacer.answered(now - sent.pop(index))
                 if index in asked:  # a step
                     prompt, completion = asked.pop(index)
-                    if self._record(schedule, index, prompt, completion, reply, step, result):
+                    if self._record(schedule, index, prompt, completion, reply, result):
                         waiting[index] = now
                 else:  # a reset
                     self._started(schedule, index, reply, result)
@@ -455,7 +456,7 @@ class RolloutEngine:
                     asked.pop(index, None)
                     sent.pop(index, None)
                 self._requeue(lost, schedule, result)
-            sent.update(dict.fromkeys(self._submit_starts(schedule, step), time.perf_counter()))
+            sent.update(dict.fromkeys(self._submit_starts(schedule), time.perf_counter()))
             result.env_seconds += time.perf_counter() - started
             if not waiting or (sent and pacer.wait(waiting, sent) != 0.0):
                 continue
@@ -479,13 +480,13 @@ class RolloutEngine:
         """One generation call for the trials of these envs, each prompt with its turn's seed (the same for a
         replayed trial's turn)."""
         observations = [schedule.observations[i] for i in envs]
-        seeds = [_reset_seed(self.seed, schedule.step, schedule.trial(i).trial_id, "turn",
+        seeds = [stable_seed(self.seed, schedule.step, schedule.trial(i).trial_id, "turn",
                              schedule.turns[schedule.slots[i]]) for i in envs]
         return generate([o["prompt"] for o in observations], [str(o.get("answer_prefix") or "") for o in observations],
                         seeds)
 
     def _record(self, schedule: _Schedule, index: int, prompt: str, completion: Completion,
-                outcome: tuple[Any, ...], step: int, result: RolloutResult) -> bool:
+                outcome: tuple[Any, ...], result: RolloutResult) -> bool:
         """Record env `index`'s step (the turn, its credit tag and tokens); True while its trial goes on,
         False when it ended (its env is then free for the next trial)."""
         plan = schedule.trial(index)
@@ -500,7 +501,7 @@ class RolloutEngine:
             sequence_id=plan.sequence.id, trial_id=plan.trial_id, benchmark=plan.sequence.tasks[0].benchmark,
             prompt_tokens=len(completion.prompt_ids), completion_tokens=len(completion.completion_ids),
             position_offset=plan.position_offset,
-            extra={"step": step, "group_id": plan.group_id, "prompt_truncated": completion.prompt_truncated},
+            extra={"step": schedule.step, "group_id": plan.group_id, "prompt_truncated": completion.prompt_truncated},
         )
         # credit indexes the trial's own task list, so the tag keeps the episode-local position
         seen = schedule.observations[index]  # what the turn was asked from: GiGPO's anchor state
@@ -523,29 +524,29 @@ class RolloutEngine:
         schedule.observations[index] = obs
         return True
 
-    def _start(self, schedule: _Schedule, step: int, result: RolloutResult) -> None:
+    def _start(self, schedule: _Schedule, result: RolloutResult) -> None:
         """Start waiting trials on every free env, in env order: reset to their sequence's start (the same
         reset seed every time, whichever env plays it). An env whose trial has nothing to play (its tasks
         failed to load) takes the next one; the trials of an env worker lost meanwhile wait again."""
         while True:
-            requests = self._assign(schedule, step)
+            requests = self._assign(schedule)
             if not requests:
                 return
-            replies, lost = self._pool_call(self.pool.reset_many, requests, schedule)
+            replies, lost = self._pool_call(schedule, self.pool.reset_many, requests)
             for index, reply in sorted(replies.items()):
                 self._started(schedule, index, reply, result)
             if lost:
                 self._requeue(lost, schedule, result)
 
-    def _submit_starts(self, schedule: _Schedule, step: int) -> list[int]:
+    def _submit_starts(self, schedule: _Schedule) -> list[int]:
         """`_start` without waiting: the resets of the trials that can start now are sent (to these envs);
         their replies come with the steps' (`_started`)."""
-        requests = self._assign(schedule, step)
+        requests = self._assign(schedule)
         if requests:
             self.pool.submit_resets(requests)
         return list(requests)
 
-    def _assign(self, schedule: _Schedule, step: int) -> dict[int, tuple[int, dict[str, Any]]]:
+    def _assign(self, schedule: _Schedule) -> dict[int, tuple[int, dict[str, Any]]]:
         """Give the next waiting trials to the free envs (in env order): their reset requests."""
         free = [i for i in range(self.pool.num_envs) if i not in schedule.slots]
         requests = {}
@@ -555,7 +556,7 @@ class RolloutEngine:
             schedule.turns[trial] = 0
             schedule.attempts[trial] += 1
             plan = schedule.plans[trial]
-            requests[index] = (_reset_seed(self.seed, step, plan.trial_id), {"task_ids": plan.task_ids})
+            requests[index] = (_reset_seed(self.seed, schedule.step, plan.trial_id), {"task_ids": plan.task_ids})
         return requests
 
     def _started(self, schedule: _Schedule, index: int, reply: tuple[Any, Any], result: RolloutResult) -> None:
@@ -569,13 +570,13 @@ class RolloutEngine:
             schedule.observations[index] = obs
 
     @staticmethod
-    def _pool_call(call: Callable[[dict[int, Any]], dict[int, Any]], requests: dict[int, Any],
-                   schedule: _Schedule) -> tuple[dict[int, Any], set[int]]:
-        """`call(requests)` on the pool: (the replies that came, the envs whose worker was lost). A lost
+    def _pool_call(schedule: _Schedule, call: Callable[..., dict[int, Any]], *args: Any
+                   ) -> tuple[dict[int, Any], set[int]]:
+        """`call(*args)` on the pool: (the replies that came, the envs whose worker was lost). A lost
         worker loses every env it holds, also the ones this call did not ask anything of (a trial
         mid-episode, while another env of that worker was being reset)."""
         try:
-            return call(requests), set()
+            return call(*args), set()
         except WorkerError as exc:
             playing = [schedule.trial(i).trial_id for i in exc.indices if i in schedule.slots]
             logger.warning("%s; restarting trial(s) %s", exc, playing)
