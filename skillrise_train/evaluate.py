@@ -14,9 +14,9 @@ import time
 from pathlib import Path
 from typing import Any, Sequence
 
-from skillrise_gym.agents.base import Agent, AgentOutput
+from skillrise_gym.agents.base import Agent, AgentOutput, stable_seed
 from skillrise_train.config import TrainConfig
-from skillrise_train.rollout import EVAL_SEED_OFFSET, GenerateFn, _reset_seed
+from skillrise_train.rollout import EVAL_SEED_OFFSET, GenerateFn
 
 
 class PolicyAgent(Agent):
@@ -36,7 +36,7 @@ class PolicyAgent(Agent):
         started = time.perf_counter()
         seeds = None
         if infos is not None and all("trial_id" in i and "turn" in i for i in infos):
-            seeds = [_reset_seed(self.seed, "eval", i["trial_id"], "turn", i["turn"]) for i in infos]
+            seeds = [stable_seed(self.seed, "eval", i["trial_id"], "turn", i["turn"]) for i in infos]
         completions = self.generate([str(o["prompt"]) for o in observations],
                                     [str(o.get("answer_prefix") or "") for o in observations], seeds)
         share = (time.perf_counter() - started) / max(1, len(completions))

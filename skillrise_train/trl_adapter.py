@@ -161,9 +161,8 @@ class GRPOAdapter(GRPOTrainer):
         input_ids = pad(rows, padding_value=self.pad_token_id, padding_side="left")
         attention_mask = pad([torch.ones_like(r) for r in rows], padding_value=0, padding_side="left")
         config = copy.deepcopy(self.generation_config)
-        processors = LogitsProcessorList([*sampling_warpers(config), SeededSampling(seeds)])
-        if config.do_sample is False:  # greedy asked for: no sampling to seed
-            processors = LogitsProcessorList()
+        # greedy asked for (do_sample False): nothing to seed
+        processors = LogitsProcessorList([*sampling_warpers(config), SeededSampling(seeds)] if config.do_sample else [])
         for name in SAMPLING_FIELDS:
             if hasattr(config, name):
                 setattr(config, name, None)
