@@ -313,66 +313,60 @@ def memory(env: str, args: argparse.Namespace, n: int) -> dict[str, Any]:
 
 
 # ------------------------------------------------------------------ the CPU latency model
-def calibrate(args: argparse.Namespace) -> dict[str, Any]:
+class RealModel:
+    """The real SmolLM2 (`--calibrate-model`) as a generation call, in this process: HF generate of
+    `--new-tokens` tokens (forced, greedy) for every prompt of the batch, chat template and answer prefix as
+    the agents have them. Called, it returns the batch's padded prompt length in tokens."""
+
+    def __init__(self, args: argparse.Namespace) -> None:
+        import torch
+
+        from skillrise_gym.models import load_model_and_tokenizer
+
+        self.torch, self.new_tokens = torch, args.new_tokens
+        self.model, self.tokenizer = load_model_and_tokenizer(args.calibrate_model)
+        self.tokenizer.padding_side = "left"
+
+    def __call__(self, prompts: list[str], prefixes: list[str]) -> int:
+        texts = [self.tokenizer.apply_chat_template([{"role": "user", "content": p}], tokenize=False,
+                                                    add_generation_prompt=True) + pre for p, pre in zip(prompts, prefixes)]
+        with self.torch.inference_mode():
+            enc = self.tokenizer(texts, return_tensors="pt", padding=True)
+            self.model.generate(**enc, max_new_tokens=self.new_tokens, min_new_tokens=self.new_tokens, do_sample=False)
+        return int(enc["input_ids"].shape[1])
+
+
+def calibrate(args: argparse.Namespace, real: RealModel) -> dict[str, Any]:
     """Seconds of a real HF generate of SmolLM2 (48 new tokens) per batch size, on real solve prompts, and
     the least-squares line a + b * batch through them."""
-    import torch
-
-    from skillrise_gym.models import load_model_and_tokenizer
-
     env = args.envs[0]
     engine = make_engine(env, args, 1, "w0", 1, 1)
-    prompts = []
+    prompts, prefixes = [], []
     for index in range(max(args.calibrate_batches)):
         plan = engine.plan(engine.sequences(index, 1), "cal")[0]
         obs, _info = engine.pool.reset_many({0: (index, {"task_ids": plan.task_ids})})[0]
-        prompts.append((obs["prompt"], str(obs.get("answer_prefix") or "")))
+        prompts.append(obs["prompt"])
+        prefixes.append(str(obs.get("answer_prefix") or ""))
     engine.close()
-    model, tokenizer = load_model_and_tokenizer(args.calibrate_model)
-    tokenizer.padding_side = "left"
-    texts = [tokenizer.apply_chat_template([{"role": "user", "content": p}], tokenize=False,
-                                           add_generation_prompt=True) + pre for p, pre in prompts]
     points = []
-    with torch.inference_mode():
-        warm = tokenizer(texts[:1], return_tensors="pt", padding=True)
-        model.generate(**warm, max_new_tokens=4, do_sample=False)  # first call: allocations, kernels (uncounted)
-        for batch in args.calibrate_batches:
-            enc = tokenizer(texts[:batch], return_tensors="pt", padding=True)
-            times = []
-            for _ in range(args.calibrate_repeats):
-                started = time.perf_counter()
-                model.generate(**enc, max_new_tokens=args.new_tokens, min_new_tokens=args.new_tokens, do_sample=False)
-                times.append(time.perf_counter() - started)
-            points.append({"batch": batch, "seconds": round(min(times), 3), "prompt_tokens": int(enc["input_ids"].shape[1])})
-            print(f"calibration: batch {batch}: {min(times):.2f} s ({enc['input_ids'].shape[1]} prompt tokens, "
-                  f"{args.new_tokens} new)", flush=True)
+    real(prompts[:1], prefixes[:1])  # first call: allocations, kernels (uncounted)
+    for batch in args.calibrate_batches:
+        times = []
+        for _ in range(args.calibrate_repeats):
+            started = time.perf_counter()
+            width = real(prompts[:batch], prefixes[:batch])
+            times.append(time.perf_counter() - started)
+        points.append({"batch": batch, "seconds": round(min(times), 3), "prompt_tokens": width})
+        print(f"calibration: batch {batch}: {min(times):.2f} s ({width} prompt tokens, {args.new_tokens} new)",
+              flush=True)
     xs = [p["batch"] for p in points]
     ys = [p["seconds"] for p in points]
     mx, my = statistics.mean(xs), statistics.mean(ys)
     b = sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / sum((x - mx) ** 2 for x in xs) if len(xs) > 1 else 0.0
     a = my - b * mx
-    return {"model": args.calibrate_model, "env_prompts": env, "new_tokens": args.new_tokens, "threads": torch.get_num_threads(), "points": points,
+    return {"model": args.calibrate_model, "env_prompts": env, "new_tokens": args.new_tokens,
+            "threads": real.torch.get_num_threads(), "points": points,
             "a": round(max(a, 0.0), 4), "b": round(max(b, 0.0), 4)}
-
-
-def real_generator(args: argparse.Namespace):
-    """The real SmolLM2 as a generation call: HF generate of `new_tokens` tokens (forced, greedy) per prompt
-    of the batch, in this process, competing with the env workers for the cores as a trainer's would."""
-    import torch
-
-    from skillrise_gym.models import load_model_and_tokenizer
-
-    model, tokenizer = load_model_and_tokenizer(args.calibrate_model)
-    tokenizer.padding_side = "left"
-
-    def generate(prompts: list[str], prefixes: list[str]) -> None:
-        texts = [tokenizer.apply_chat_template([{"role": "user", "content": p}], tokenize=False,
-                                               add_generation_prompt=True) + pre for p, pre in zip(prompts, prefixes)]
-        with torch.inference_mode():
-            enc = tokenizer(texts, return_tensors="pt", padding=True)
-            model.generate(**enc, max_new_tokens=args.new_tokens, min_new_tokens=args.new_tokens, do_sample=False)
-
-    return generate
 
 
 # ------------------------------------------------------------------ report
@@ -568,6 +562,8 @@ def main(argv: list[str] | None = None) -> int:
 
     models: dict[str, tuple[float, float]] = {}
     calibration = None
+    calibrating = "cpu" in args.models and not args.cpu_model
+    real = RealModel(args) if args.real_at or calibrating else None  # loaded once, for both
     if "gpu" in args.models:
         models["gpu"] = GPU_MODEL
     if "cpu" in args.models:
@@ -575,7 +571,7 @@ def main(argv: list[str] | None = None) -> int:
             models["cpu"] = tuple(args.cpu_model)
             calibration = {"given": list(args.cpu_model), "note": args.calibration_note}
         else:
-            calibration = calibrate(args)
+            calibration = calibrate(args, real)
             models["cpu"] = (calibration["a"], calibration["b"])
         print(f"cpu latency model: {models['cpu'][0]:.3f} + {models['cpu'][1]:.3f} * batch s", flush=True)
 
@@ -588,10 +584,9 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"[{env}] memory, {row['trials']} trials on N={n} envs ({row['workers']} workers): peak "
                       f"{row['peak_rss_mb']:.0f} MB (idle {row['idle_rss_mb']:.0f} MB)", flush=True)
 
-    real = real_generator(args) if args.real_at else None
     rows = []
     for env in args.envs:
-        rows += throughput(env, args, models, real)
+        rows += throughput(env, args, models, real if args.real_at else None)
     if "gpu" in models:
         rows += derive(rows, models)
     order = {m: i for i, m in enumerate(models)}
