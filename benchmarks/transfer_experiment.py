@@ -94,12 +94,13 @@ def backend_options(p: Preset) -> dict[str, Any]:
 def train_arm(arm: str, start: str, p: Preset, work: Path, log) -> dict[str, Any]:
     """Train one arm from the `start` model (the shared warm start) with skillrise-train's own entry point;
     returns its learning curve and wall time."""
+    from skillrise_gym.models import is_model_folder
     from skillrise_train.cli import run
     from skillrise_train.config import TrainConfig
 
     out = work / arm
     final = out / "final"
-    if not (final / "config.json").exists():
+    if not is_model_folder(final):  # a whole model, or a LoRA adapter (--scale)
         if out.exists():
             shutil.rmtree(out)
         config = TrainConfig(
@@ -124,13 +125,14 @@ def train_arm(arm: str, start: str, p: Preset, work: Path, log) -> dict[str, Any
 def untrained(p: Preset, work: Path, log) -> str:
     """The format warm start alone, saved as a model folder: the 'untrained' policy (no RL step) and the
     starting point of every arm (so arms differ only in their RL credit). Without a warm start: the model."""
+    from skillrise_gym.models import is_model_folder
     from skillrise_train.config import TrainConfig
     from skillrise_train.warmstart import save_warm_started
 
     out = work / "untrained"
     if not p.warmstart_steps:
         return p.model
-    if (out / "config.json").exists():
+    if is_model_folder(out):
         return str(out)
     log(f"[untrained] format warm start: {p.warmstart_steps} steps on {p.warmstart_sequences} sequences' examples")
     config = TrainConfig(env="rulebook", model=p.model, lora=False, K=p.K, max_task_steps=1,

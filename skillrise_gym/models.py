@@ -11,7 +11,14 @@ Names accepted by `resolve_model_path` / `load_model_and_tokenizer`:
   template, built in about a second and cached. For tests and smoke runs: it produces noise.
 - a local directory holding a Hugging Face model (``config.json`` + weights + tokenizer);
 - a Hub id (``"Qwen/Qwen3-1.7B"``) that is already in the local Hugging Face cache. Nothing is ever
-  fetched: lookups use ``local_files_only=True``.
+  fetched: lookups use ``local_files_only=True``;
+- a local directory holding a PEFT (LoRA) adapter (``adapter_config.json`` + ``adapter_model.safetensors``,
+  what ``skillrise-train --lora`` saves as ``final/`` and ``checkpoint-N/``). Its base model is the adapter
+  config's ``base_model_name_or_path``, resolved as above (an absolute path that is gone from this machine
+  but ends in an alias's cached folder, such as ``.../smollm2-135m-instruct``, means that alias); the
+  ``base_model=`` argument or ``$SKILLRISE_BASE_MODEL`` overrides it. The adapter is applied with ``peft``
+  (the ``train`` extra) and merged into the base for inference; the tokenizer comes from the adapter folder
+  when it holds one, else from the base.
 
 Errors say what is wrong: `ModelNotFoundError` for a name that resolves to nothing, `ChatTemplateError`
 for a tokenizer without a chat template (every prompt of this project is one chat message).
@@ -40,6 +47,17 @@ INSTALL_MODEL_COMMAND = "skillrise-data model"
 TINY_NAMES = ("tiny",)
 # Bump when the tiny model's recipe changes, so stale caches are not reused.
 TINY_VERSION = "v2"
+#: the cached folders of the aliases under cache_dir("models"), and the alias each one holds
+SMOLLM2_FOLDER = "smollm2-135m-instruct"
+TINY_FOLDER = f"tiny-qwen3-{TINY_VERSION}"
+ALIAS_FOLDERS = {SMOLLM2_FOLDER: "smollm2", TINY_FOLDER: "tiny"}
+#: a PEFT adapter folder: its config, and the weight files one of which it holds
+ADAPTER_CONFIG = "adapter_config.json"
+ADAPTER_WEIGHTS = ("adapter_model.safetensors", "adapter_model.bin")
+#: overrides the base model of every adapter loaded (after the `base_model=` argument)
+BASE_MODEL_ENV = "SKILLRISE_BASE_MODEL"
+#: what installs peft, needed to load an adapter
+TRAIN_EXTRA_INSTALL = "pip install 'skillrise-gym[train]'"
 
 CHATML_TEMPLATE = (
     "{% for message in messages %}"
@@ -57,23 +75,58 @@ class ChatTemplateError(ValueError):
     """The tokenizer has no chat template, so prompts cannot be rendered as chat messages."""
 
 
+# ----------------------------------------------------------------------------------------- folders
+def is_adapter_folder(path: str | os.PathLike) -> bool:
+    """Whether `path` is a PEFT adapter folder: ``adapter_config.json`` and its weights (see `ADAPTER_WEIGHTS`)."""
+    folder = Path(path).expanduser()
+    return (folder / ADAPTER_CONFIG).is_file() and any((folder / name).is_file() for name in ADAPTER_WEIGHTS)
+
+
+def is_model_folder(path: str | os.PathLike) -> bool:
+    """Whether `path` is a folder that loads as a model: a Hugging Face model (``config.json``) or a PEFT
+    adapter (`is_adapter_folder`). What "a training run's final/ is there" means."""
+    folder = Path(path).expanduser()
+    return (folder / "config.json").is_file() or is_adapter_folder(folder)
+
+
 # ----------------------------------------------------------------------------------------- resolution
-def resolve_model_path(name: str) -> str:
-    """A local directory for `name` (see the module docstring), building cached models on first use."""
+def resolve_model_path(name: str, *, base_model: str | None = None) -> str:
+    """A local directory for `name` (see the module docstring), building cached models on first use.
+
+    An adapter folder resolves to itself, after its base model was found (`resolve_adapter_base`, with
+    `base_model` as the override), so that a missing base fails here and not later; `base_model` given for a
+    model that is not an adapter is a ValueError.
+    """
+    path = _resolve(name, base_model, frozenset())
+    if base_model and not is_adapter_folder(path):
+        raise ValueError(f"a base model ({base_model!r}) applies to a PEFT adapter folder only; {name!r} is a "
+                         "whole model")
+    return path
+
+
+def _resolve(name: str, base_model: str | None, adapters: frozenset[str]) -> str:
+    """`resolve_model_path`; `adapters`: the adapter folders whose bases are being resolved (a loop guard)."""
     if not isinstance(name, str) or not name.strip():
         raise ModelNotFoundError(f"a model name or path is required, got {name!r}")
     key = name.strip().lower()
     if key in SMOLLM2_NAMES:
         return str(_smollm2_dir())
     if key in TINY_NAMES:
-        target = cache_dir("models") / f"tiny-qwen3-{TINY_VERSION}"
+        target = cache_dir("models") / TINY_FOLDER
         if not (target / "config.json").exists():
             build_tiny_model(target)
         return str(target)
     path = Path(name).expanduser()
     if path.is_dir():
+        if (path / ADAPTER_CONFIG).exists():
+            if not is_adapter_folder(path):
+                raise ModelNotFoundError(f"{path} holds {ADAPTER_CONFIG} but no adapter weights "
+                                         f"({' or '.join(ADAPTER_WEIGHTS)}): an incomplete PEFT adapter")
+            _resolve_adapter_base(str(path), base_model, adapters)
+            return str(path.resolve())
         if not (path / "config.json").exists():
-            raise ModelNotFoundError(f"{path} is a directory but holds no config.json: not a Hugging Face model")
+            raise ModelNotFoundError(f"{path} is a directory but holds no config.json (a Hugging Face model) "
+                                     f"nor {ADAPTER_CONFIG} (a PEFT adapter)")
         return str(path.resolve())
     if path.exists():
         raise ModelNotFoundError(f"{path} is a file; pass the directory of a Hugging Face model")
@@ -98,6 +151,69 @@ def _hub_cache_path(repo_id: str) -> str | None:
     except Exception:  # not cached, or huggingface_hub absent: both mean "not here"
         return None
     return path if (Path(path) / "config.json").exists() else None
+
+
+def adapter_config(path: str | os.PathLike) -> dict[str, Any]:
+    """The parsed ``adapter_config.json`` of the adapter folder `path`."""
+    file = Path(path).expanduser() / ADAPTER_CONFIG
+    try:
+        config = json.loads(file.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise ModelNotFoundError(f"{file} cannot be read as JSON: {exc}") from None
+    if not isinstance(config, dict):
+        raise ModelNotFoundError(f"{file} holds no JSON object")
+    return config
+
+
+def adapter_base_name(path: str | os.PathLike, base_model: str | None = None, *,
+                      environ: bool = True) -> tuple[str, str]:
+    """The base model name of the adapter at `path` and where it came from: `base_model` when given, else
+    ``$SKILLRISE_BASE_MODEL`` when set (and `environ`), else the adapter config's ``base_model_name_or_path``."""
+    if base_model:
+        return base_model, "the base_model override (--base-model)"
+    if environ and os.environ.get(BASE_MODEL_ENV, "").strip():
+        return os.environ[BASE_MODEL_ENV].strip(), f"${BASE_MODEL_ENV}"
+    recorded = adapter_config(path).get("base_model_name_or_path")
+    if not isinstance(recorded, str) or not recorded.strip():
+        raise ModelNotFoundError(
+            f"the PEFT adapter at {path} records no base_model_name_or_path in its {ADAPTER_CONFIG}; name its "
+            f"base with --base-model (skillrise-bench), base_model= or ${BASE_MODEL_ENV}"
+        )
+    return recorded, f"its {ADAPTER_CONFIG}"
+
+
+def resolve_adapter_base(path: str | os.PathLike, base_model: str | None = None) -> str:
+    """The local directory of the base model of the adapter at `path` (`adapter_base_name`, resolved with
+    `resolve_model_path`). An absolute path that is not on this machine but ends in an alias's cached folder
+    (`ALIAS_FOLDERS`, e.g. another machine's ``~/.cache/skillrise/models/smollm2-135m-instruct``) resolves
+    to that alias. A base that resolves to nothing is a `ModelNotFoundError` naming it and the overrides."""
+    return _resolve_adapter_base(str(path), base_model, frozenset())
+
+
+def _resolve_adapter_base(path: str, base_model: str | None, adapters: frozenset[str]) -> str:
+    """`resolve_adapter_base`; `adapters`: the adapters above this one (the overrides apply to the top one)."""
+    key = str(Path(path).expanduser().resolve())
+    if key in adapters:
+        raise ModelNotFoundError(f"the PEFT adapter at {path} is its own base (through the base_model_name_or_path "
+                                 f"of the adapters it sits on): a loop")
+    recorded, source = adapter_base_name(path, base_model, environ=not adapters)
+    name, candidate = recorded, Path(recorded).expanduser()
+    if candidate.is_absolute() and not candidate.exists() and candidate.name in ALIAS_FOLDERS:
+        name = ALIAS_FOLDERS[candidate.name]  # another machine's cache folder of an alias
+    try:
+        return _resolve(name, None, adapters | {key})
+    except ModelNotFoundError as exc:
+        if is_adapter_folder(candidate):  # an adapter on an adapter: the lower one's error says it all
+            raise
+        known = candidate.exists() or name.strip().lower() in SMOLLM2_NAMES + TINY_NAMES
+        reason = str(exc) if known else ("it is not a local directory, not a known alias, and not in the local "
+                                         "Hugging Face cache (nothing is downloaded)")
+        taken = f" (taken as {name!r})" if name != recorded else ""
+        raise ModelNotFoundError(
+            f"base model {recorded!r}{taken} of the PEFT adapter at {path} (from {source}) not found: "
+            f"{reason.rstrip('.')}. Point at the base with --base-model NAME (skillrise-bench), base_model= or "
+            f"${BASE_MODEL_ENV}: 'smollm2', 'tiny', a local model directory, or a cached Hub id"
+        ) from None
 
 
 def smollm2_gguf_path() -> Path:
@@ -153,7 +269,7 @@ def install_default_model(check_only: bool = False, log: Any = print) -> int:
 def _smollm2_dir() -> Path:
     """Dequantize the GGUF once into a cached ``save_pretrained`` folder (30-40 s on a CPU, then cached)."""
     gguf_file = smollm2_gguf_path()
-    target = cache_dir("models") / "smollm2-135m-instruct"
+    target = cache_dir("models") / SMOLLM2_FOLDER
     if (target / "config.json").exists() and (target / "tokenizer_config.json").exists():
         if "quantization_config" not in json.loads((target / "config.json").read_text()):
             return target  # (older caches kept the GGUF marker, which blocks training: rebuild those)
@@ -280,24 +396,31 @@ def load_tokenizer(path: str) -> Any:
     return tokenizer
 
 
-def load_model_and_tokenizer(name_or_path: str = DEFAULT_MODEL, *, dtype: Any = None, device: Any = None):
+def _has_tokenizer(path: str | os.PathLike) -> bool:
+    folder = Path(path)
+    return (folder / "tokenizer_config.json").is_file() or (folder / "tokenizer.json").is_file()
+
+
+def load_model_and_tokenizer(name_or_path: str = DEFAULT_MODEL, *, dtype: Any = None, device: Any = None,
+                             base_model: str | None = None):
     """Load a causal LM and its tokenizer from a name or local path (see the module docstring).
 
     dtype: a torch dtype or its name; default float32 on CPU, bfloat16 on a CUDA device that supports it.
     device: where to put the model; default CPU. Returns (model, tokenizer) with the model in eval mode.
+    base_model: for a PEFT adapter folder, the base model to apply it to (overrides ``$SKILLRISE_BASE_MODEL``
+    and the adapter config's ``base_model_name_or_path``); the adapter is merged into it.
     """
     import torch
-    from transformers import AutoModelForCausalLM
 
-    path = resolve_model_path(name_or_path)
-    tokenizer = load_tokenizer(path)
+    path = resolve_model_path(name_or_path, base_model=base_model)
     device = torch.device(device or "cpu")
     if dtype is None:
         cuda_bf16 = device.type == "cuda" and torch.cuda.is_available() and torch.cuda.is_bf16_supported()
         dtype = torch.bfloat16 if cuda_bf16 else torch.float32
     elif isinstance(dtype, str):
         dtype = getattr(torch, dtype)
-    model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype, local_files_only=True)
+    model, tokenizer_path = _load_causal_lm(path, dtype, base_model)
+    tokenizer = load_tokenizer(tokenizer_path)
     model.to(device)
     model.eval()
     if model.generation_config.pad_token_id is None:
@@ -305,10 +428,47 @@ def load_model_and_tokenizer(name_or_path: str = DEFAULT_MODEL, *, dtype: Any = 
     return model, tokenizer
 
 
-def describe(path: str) -> dict[str, Any]:
-    """A short summary of a resolved model folder (architecture, size on disk) for run logs."""
-    config = json.loads((Path(path) / "config.json").read_text())
-    size = sum(f.stat().st_size for f in Path(path).glob("*.safetensors"))
+def _load_causal_lm(path: str, dtype: Any, base_model: str | None = None,
+                    adapters: frozenset[str] = frozenset()) -> tuple[Any, str]:
+    """The model of a resolved folder and the folder its tokenizer comes from. An adapter is applied to its
+    base (itself possibly an adapter: one trained on top of a merged adapter records that adapter as its
+    base) and merged; the merged model is named after the adapter folder, so that an adapter trained on it
+    records the adapter, not the bare base, as its base."""
+    from transformers import AutoModelForCausalLM
+
+    if not is_adapter_folder(path):
+        return AutoModelForCausalLM.from_pretrained(path, dtype=dtype, local_files_only=True), path
+    if importlib.util.find_spec("peft") is None:
+        from skillrise_gym.backends.base import MissingDependencyError
+
+        raise MissingDependencyError(f"{path} is a PEFT (LoRA) adapter; loading it needs peft: {TRAIN_EXTRA_INSTALL}")
+    from peft import PeftModel
+
+    base_path = _resolve_adapter_base(path, base_model, adapters)
+    base, base_tokenizer = _load_causal_lm(base_path, dtype, None, adapters | {str(Path(path).resolve())})
+    model = PeftModel.from_pretrained(base, path, is_trainable=False).merge_and_unload()
+    model.name_or_path = model.config.name_or_path = str(path)
+    return model, (path if _has_tokenizer(path) else base_tokenizer)
+
+
+def describe(path: str, *, base_model: str | None = None) -> dict[str, Any]:
+    """A short summary of a resolved model folder (architecture, size on disk) for run logs; for a PEFT
+    adapter also its base (the name looked for and the folder it resolved to), type and rank."""
+    folder = Path(path)
+    size = sum(f.stat().st_size for f in folder.glob("*.safetensors"))
+    if is_adapter_folder(folder):
+        peft_config = adapter_config(folder)
+        name, _ = adapter_base_name(folder, base_model)
+        base_path = lowest = resolve_adapter_base(folder, base_model)
+        below = frozenset({str(folder.resolve())})
+        while is_adapter_folder(lowest):  # an adapter on an adapter: the architecture is the bottom model's
+            lowest, below = _resolve_adapter_base(lowest, None, below), below | {str(Path(lowest).resolve())}
+        base_config = Path(lowest) / "config.json"
+        architectures = json.loads(base_config.read_text()).get("architectures") if base_config.is_file() else None
+        return {"path": str(path), "adapter": True, "base_model": name, "base_path": base_path,
+                "peft_type": peft_config.get("peft_type"), "r": peft_config.get("r"),
+                "architectures": architectures, "weights_bytes": size}
+    config = json.loads((folder / "config.json").read_text())
     return {"path": str(path), "architectures": config.get("architectures"), "weights_bytes": size}
 
 
@@ -354,8 +514,15 @@ __all__ = [
     "ChatTemplateError",
     "ModelNotFoundError",
     "build_tiny_model",
+    "BASE_MODEL_ENV",
+    "adapter_base_name",
+    "adapter_config",
+    "describe",
+    "is_adapter_folder",
+    "is_model_folder",
     "load_model_and_tokenizer",
     "load_tokenizer",
+    "resolve_adapter_base",
     "resolve_model_path",
     "smollm2_gguf_path",
 ]

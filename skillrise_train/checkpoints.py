@@ -132,6 +132,9 @@ def completion_callback() -> Any:
 
     class CompletionMarker(TrainerCallback):
         def on_save(self, args: Any, state: Any, control: Any, **kwargs: Any) -> Any:
+            from skillrise_train.distributed import Ranks
+
+            Ranks.current().barrier()  # every process has written its part (DeepSpeed shards, FSDP states)
             if state.is_world_process_zero:
                 folder = Path(args.output_dir) / f"checkpoint-{state.global_step}"
                 if folder.is_dir():

@@ -79,6 +79,7 @@ class MetricsLogger:
                 logger.log(state.global_step, dict(logs or {}))
 
         self.config, self.out = config, out
+        self.main = True  # only the main process writes metrics.jsonl and prints (set by run())
         self.callback = _Callback()
         self.step_started = time.perf_counter()
         self.step_seconds = 0.0
@@ -88,6 +89,16 @@ class MetricsLogger:
     def log(self, step: int, logs: dict[str, Any]) -> None:
         if "loss" not in logs or "train_runtime" in logs:  # TRL's end-of-training summary
             return
+        if self.main:
+            self.write(step, logs)
+        if self.evaluate and self.config.eval_sequences and self.config.eval_interval and (
+            step % (self.config.eval_interval * self.config.updates_per_rollout) == 0
+        ):
+            self.evaluate((step - 1) // self.config.updates_per_rollout + 1)
+
+    def write(self, step: int, logs: dict[str, Any]) -> None:
+        """One metrics.jsonl line and one console row (the statistics are the whole rollout's, every
+        process's trials: the trainer computes them from all of them)."""
         updates = self.config.updates_per_rollout
         rollout = (step - 1) // updates + 1
         tokens = logs.get("tokens/completion", 0.0) + logs.get("tokens/prompt", 0.0)
@@ -116,19 +127,20 @@ class MetricsLogger:
             print(" | ".join(f"{c:>11s}" for c in CONSOLE_COLUMNS), flush=True)
             self.header_printed = True
         print(" | ".join(f"{c:>11s}" for c in row), flush=True)
-        if self.evaluate and self.config.eval_sequences and self.config.eval_interval and (
-            step % (self.config.eval_interval * updates) == 0
-        ):
-            self.evaluate(rollout)
 
 
 # ---------------------------------------------------------------------------------------- main
-def resume_point(out: Path, updates_per_rollout: int) -> str:
+def resume_point(out: Path, updates_per_rollout: int, main: bool = True) -> str:
     """The newest complete checkpoint in `out` (newer, incomplete ones are named and skipped), with the
-    records of later steps dropped so that the resumed run writes each step's records once."""
+    records of later steps dropped so that the resumed run writes each step's records once (by the main
+    process; the others only find the checkpoint)."""
     from skillrise_train.checkpoints import checkpoint_step, latest_complete, trim_records
 
     folder, skipped = latest_complete(out)
+    if not main:
+        if folder is None:
+            raise FileNotFoundError(f"--resume: no complete checkpoint-N folder in {out}")
+        return str(folder)
     for path, reason in skipped:
         print(f"skillrise-train: --resume: skipping {path.name}, not a complete checkpoint: {reason}",
               file=sys.stderr, flush=True)
@@ -162,6 +174,7 @@ def run(config: TrainConfig) -> dict[str, Any]:
     warnings.filterwarnings("ignore", category=FutureWarning)
     if not torch.cuda.is_available():
         torch.set_num_threads(max(1, config.threads))
+    ranks = start_processes(config)
     if config.ray_address:  # an unreachable cluster is refused now, before the model loads
         from skillrise_gym.ray_pool import connect
 
@@ -169,37 +182,49 @@ def run(config: TrainConfig) -> dict[str, Any]:
     out = Path(config.output_dir)
     resume_from = None
     if config.resume:
-        resume_from = resume_point(out, config.updates_per_rollout)
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "config.json").write_text(json.dumps(config.to_dict(), indent=2))
+        resume_from = resume_point(out, config.updates_per_rollout, main=ranks.main)
+    if ranks.main:
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "config.json").write_text(json.dumps(config.to_dict(), indent=2))
+    ranks.barrier()  # the records agree with the checkpoint before any process goes on
 
     resolve_model_path(config.model)  # fail early, before any env starts, on a bad model name
     eval_split = config.eval_split or default_splits(config.env)[1]
     logger = MetricsLogger(config, out)
+    logger.main = ranks.main
+    say = (lambda line: print(line, flush=True)) if ranks.main else (lambda line: None)
     trainer = SkillRiseTrainer.from_config(config, callbacks=[logger.callback])
     rollout = trainer.rollout
-    rollout.progress = lambda line: print(line, flush=True)  # long rollouts say where they are
+    rollout.progress = say  # long rollouts say where they are
     train_split = rollout.split
     trainer.remove_callback(PrinterCallback)
     evaluations: list[dict[str, Any]] = []
 
-    def evaluate(step: int) -> dict[str, Any]:
+    def evaluate(step: int) -> dict[str, Any] | None:
+        """A held-out evaluation by the main process while the others wait (or, with a sharded model, join
+        its generation calls); every process returns when it is written."""
         from skillrise_train.evaluate import evaluate as run_evaluation
 
-        record = run_evaluation(config, trainer.generate_completions, step, eval_split, out)
-        print(f"eval step {step} ({eval_split}, {config.eval_sequences} sequences): "
-              "success by position " + "/".join(f"{s:.2f}" for s in record["success_by_position"]), flush=True)
-        evaluations.append(record)
+        generate = trainer.rollout_generate()
+        record = None
+        if ranks.main:
+            record = run_evaluation(config, generate, step, eval_split, out)
+            say(f"eval step {step} ({eval_split}, {config.eval_sequences} sequences): "
+                "success by position " + "/".join(f"{s:.2f}" for s in record["success_by_position"]))
+            evaluations.append(record)
+        if hasattr(generate, "finish"):
+            generate.finish()
+        ranks.barrier()
         return record
 
     logger.evaluate = evaluate
-    print(
+    say(
         f"skillrise-train: algo={config.algo} env={config.env} ({train_split}) model={config.model} "
         f"K={config.K} G={config.G} S={config.S} envs={rollout.pool.num_envs} steps={config.steps} "
         f"lora={config.lora} " + ("overlap=on " if config.overlap else "") +
         f"device={trainer.accelerator.device} threads={torch.get_num_threads()}"
+        + (f" processes={ranks.world_size} (sequences {rollout.shard} on the main one)" if ranks.several else "")
         + (f" resuming from {resume_from}" if resume_from else ""),
-        flush=True,
     )
     try:
         trainer.train(resume_from_checkpoint=resume_from)
@@ -207,6 +232,9 @@ def run(config: TrainConfig) -> dict[str, Any]:
         if config.eval_sequences and not (config.eval_interval and rollouts % config.eval_interval == 0):
             evaluate(rollouts)
         trainer.save_model(str(out / "final"))
+        ranks.barrier()
+        if config.lora and config.save_merged and ranks.main:
+            say(f"merged weights: {save_merged(out / 'final', out / 'final-merged', config)}")
     finally:
         rollout.close()
     summary = {
@@ -216,6 +244,8 @@ def run(config: TrainConfig) -> dict[str, Any]:
         "last_metrics": trainer.last_stats,
         "evaluations": evaluations,
     }
+    if not ranks.main:
+        return summary
     print(f"done: {summary['steps']} steps in {summary['wall_seconds']} s; outputs in {out}/", flush=True)
     report = run_report(out / "turns.jsonl")
     if report:
@@ -228,6 +258,73 @@ def run(config: TrainConfig) -> dict[str, Any]:
             f"{out / 'metrics.jsonl'}. What learning across tasks looks like: benchmarks/transfer_experiment.py "
             "(README, 'Transfer').", flush=True)
     return summary
+
+
+def start_processes(config: TrainConfig) -> Any:
+    """This process's place among the training processes (`distributed.Ranks`), the process group started
+    the way the trainer's accelerator will use it; settings several processes cannot run are refused here,
+    before any model or env is built."""
+    from accelerate import PartialState
+
+    from skillrise_gym.backends import ConfigurationError
+    from skillrise_train.distributed import Ranks, shard
+
+    import torch
+
+    state = PartialState(cpu=not torch.cuda.is_available())  # as the trainer's TrainingArguments will
+    ranks = Ranks(state.process_index, state.num_processes)
+    if single_process_launch_of_several():
+        print("skillrise-train: warning: `accelerate launch --cpu --num_processes N` starts ONE process (accelerate "
+              "runs --cpu launches without a process launcher); for several processes on a CPU box use "
+              "`accelerate launch --multi_gpu --num_processes N ...` or `torchrun --nproc-per-node N ...` "
+              "(docs/train.md, 'Several processes')", file=sys.stderr, flush=True)
+    if config.use_vllm:
+        from skillrise_train.trainer import check_vllm_installed
+
+        check_vllm_installed()
+        if int(config.trl_options.get("vllm_tensor_parallel_size", 1) or 1) > 1:
+            raise ConfigurationError("vllm_tensor_parallel_size > 1 is not supported (skillrise_train/trainer.py "
+                                     "vllm_settings says why); use one GPU per vLLM engine")
+    if ranks.several:
+        try:
+            shard(config.S, ranks)
+        except ValueError as exc:
+            raise ConfigurationError(str(exc)) from None
+        if config.ray_address == "local":
+            raise ConfigurationError(
+                f"--ray-address local with {ranks.world_size} processes would start one Ray instance per "
+                "process on this machine; start one first (ray start --head) and pass its address "
+                "(--ray-address auto or host:port), or use --env-workers")
+    return ranks
+
+
+def save_merged(adapter: Path, target: Path, config: TrainConfig) -> Path:
+    """The adapter in `adapter` merged into its base, saved as a full model in `target` (written aside and
+    renamed, so a kill leaves no half model)."""
+    import shutil
+
+    import torch
+
+    from skillrise_gym.models import load_model_and_tokenizer
+
+    model, tokenizer = load_model_and_tokenizer(str(adapter), dtype=torch.bfloat16 if config.bf16 else None)
+    scratch = target.with_name(target.name + ".tmp")
+    shutil.rmtree(scratch, ignore_errors=True)
+    model.save_pretrained(str(scratch))
+    tokenizer.save_pretrained(str(scratch))
+    shutil.rmtree(target, ignore_errors=True)
+    scratch.rename(target)
+    return target
+
+
+def single_process_launch_of_several() -> bool:
+    """Whether this looks like `accelerate launch --cpu --num_processes N>1`: accelerate then sets
+    ACCELERATE_USE_CPU and the rendezvous address for N processes, but starts one, with no WORLD_SIZE
+    (accelerate 1.16, commands/launch.py simple_launcher). A hint only: nothing carries N itself."""
+    env = os.environ
+    cpu = env.get("ACCELERATE_USE_CPU", "").lower() in ("1", "true", "yes")
+    launched = any(env.get(name) for name in ("WORLD_SIZE", "LOCAL_RANK", "PMI_SIZE", "OMPI_COMM_WORLD_SIZE"))
+    return cpu and bool(env.get("MASTER_ADDR")) and bool(env.get("MASTER_PORT")) and not launched
 
 
 def run_report(turns_path: Path) -> dict[str, Any] | None:

@@ -120,6 +120,7 @@ class TrainConfig:
     lora: bool = option(True, 'Train LoRA adapters instead of all weights.')
     lora_r: int = option(8, 'LoRA rank.')
     lora_alpha: int = option(16, 'LoRA alpha.')
+    save_merged: bool = option(False, "With --lora: also save the adapter merged into its base as full weights in output_dir/final-merged/ (loads without peft; final/ keeps the adapter).")
     warmstart_steps: int = option(0, "Supervised steps before RL on targets that need no task's solution: the tags, a copied trajectory clause, the action a note names (see warmstart.py).")
     warmstart_sequences: int = option(64, 'Training sequences played by the format agent to collect warm-start examples.')
     warmstart_lr: float = option(3e-3, 'Learning rate of the warm start (AdamW).')

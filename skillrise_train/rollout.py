@@ -64,6 +64,7 @@ from skillrise_gym.sequences import SequenceSampler, TaskSequence
 from skillrise_gym.vector import EnvPool, WorkerError, env_fn, make_pool
 from skillrise_train.config import OVERLAP_WAIT
 from skillrise_train.credit import TurnTag, anchor_groups
+from skillrise_train.distributed import Ranks, shard
 
 logger = logging.getLogger("skillrise_train")
 
@@ -98,6 +99,7 @@ class TrialPlan:
     sequence: TaskSequence
     task_ids: list[str]  # the tasks this env episode plays
     position_offset: int = 0  # position of task_ids[0] in `sequence` (GRPO: each task is its own episode)
+    sequence_index: int = 0  # the sequence's index among the step's S (which rank plays it: distributed.shard)
 
 
 @dataclass
@@ -334,8 +336,10 @@ class RolloutEngine:
         finally:  # the task list is all it gives: no engine it started to read one (a ScienceWorld JVM reading
             catalog.close()  # the splits on a first run) stays up beside the pool's N
         episode_K = K if algo == "skillrise" else 1
-        #: trials of one step: one per sequence and group member (GRPO: per task of a sequence, too)
-        self.trials_per_step = S * G if algo == "skillrise" else S * K * G
+        #: the step's sequences this process plays (their indices among the S; all of them on one process)
+        self.shard = shard(S, Ranks(rank, world_size))
+        #: trials of one step on this process: one per sequence and group member (GRPO: per task, too)
+        self.trials_per_step = len(self.shard) * (G if algo == "skillrise" else K * G)
         self.prompt_style = prompt_style
         fn = env_fn(env, K=episode_K, split=split, max_task_steps=max_task_steps, backend_options=options,
                     prompt_style=prompt_style)
@@ -352,24 +356,30 @@ class RolloutEngine:
 
     # ------------------------------------------------------------------ planning
     def sequences(self, index: int, n: int, seed_offset: int = 0) -> list[TaskSequence]:
-        """The n sequences of draw `index` (a training step, or the fixed evaluation draw)."""
-        first = (index * self.world_size + self.rank) * n
-        return [self.sampler.sequence(self.seed + seed_offset, first + s) for s in range(n)]
+        """The n sequences of draw `index` (a training step, or the fixed evaluation draw): the same on every
+        process (each plays its `shard` of them)."""
+        return [self.sampler.sequence(self.seed + seed_offset, index * n + s) for s in range(n)]
 
     def plan(self, sequences: Sequence[TaskSequence], tag: str) -> list[TrialPlan]:
         """The trials of a draw, in the order they start: G per sequence (SkillRise) or per task of a
-        sequence (GRPO)."""
+        sequence (GRPO). Trial ids hold the sequence's index in the draw, so they are unique across
+        processes (and with them the per-turn sampling seeds); `mine` picks this process's."""
         plans: list[TrialPlan] = []
         for s, sequence in enumerate(sequences):
             ids = [t.id for t in sequence.tasks]
             if self.algo == "skillrise":
                 for g in range(self.G):
-                    plans.append(TrialPlan(f"{tag}/s{s}/g{g}", f"{tag}/s{s}", sequence, ids))
+                    plans.append(TrialPlan(f"{tag}/s{s}/g{g}", f"{tag}/s{s}", sequence, ids, sequence_index=s))
             else:
                 for j, task_id in enumerate(ids):
                     for g in range(self.G):
-                        plans.append(TrialPlan(f"{tag}/s{s}/t{j}/g{g}", f"{tag}/s{s}/t{j}", sequence, [task_id], j))
+                        plans.append(TrialPlan(f"{tag}/s{s}/t{j}/g{g}", f"{tag}/s{s}/t{j}", sequence, [task_id], j,
+                                               sequence_index=s))
         return plans
+
+    def mine(self, plans: Sequence[TrialPlan]) -> list[TrialPlan]:
+        """The plans of the sequences this process plays (`distributed.shard`; all of them on one process)."""
+        return [p for p in plans if p.sequence_index % self.world_size == self.rank]
 
     # ------------------------------------------------------------------ playing
     def play(self, plans: Sequence[TrialPlan], generate: GenerateFn, step: int = 0) -> RolloutResult:
@@ -622,6 +632,27 @@ def _lockstep_order(result: RolloutResult) -> RolloutResult:
         by_trial = getattr(result, name)
         setattr(result, name, {p.trial_id: by_trial[p.trial_id] for p in result.plans if p.trial_id in by_trial})
     return result
+
+
+def merge_results(parts: Sequence[RolloutResult], plans: Sequence[TrialPlan]) -> RolloutResult:
+    """One rollout from the parts several processes played of `plans` (each part from `RolloutEngine.mine`),
+    as one process would have recorded it: samples in lockstep order over all plans. Token counts add up;
+    the seconds are the slowest process's (they ran at the same time)."""
+    if len(parts) == 1:
+        return parts[0]
+    merged = RolloutResult(samples=[s for p in parts for s in p.samples], task_rewards={}, success={},
+                           plans=list(plans))
+    for part in parts:
+        merged.task_rewards.update(part.task_rewards)
+        merged.success.update(part.success)
+        merged.dropped.update(part.dropped)
+        merged.completion_tokens += part.completion_tokens
+        merged.prompt_tokens += part.prompt_tokens
+        merged.truncated_prompts += part.truncated_prompts
+        merged.replayed += part.replayed
+    merged.generation_seconds = max(p.generation_seconds for p in parts)
+    merged.env_seconds = max(p.env_seconds for p in parts)
+    return _lockstep_order(merged)
 
 
 def anchor_key(observation: dict[str, Any]) -> tuple[str, tuple[str, ...]]:

@@ -1,6 +1,7 @@
 """`SkillRiseTrainer`: TRL's GRPOTrainer, fed with env rollouts; read top to bottom.
 
-What TRL does, unchanged: generation (HF generate on CPU, vLLM colocate/server on GPUs with weight sync), the
+What TRL does, unchanged: generation (HF generate on CPU, vLLM colocated on GPUs with weight sync; its server
+mode is refused: `vllm_settings`), the
 clipped policy loss (`loss_type`, `epsilon`, `delta` as the dual clip, the entropy bonus), the optimizer, LoRA
 via PEFT, accelerate/DeepSpeed, checkpoints and resume. Every use of TRL's private API lives in
 `trl_adapter.GRPOAdapter`, this class's base; here: what a step does.
@@ -44,21 +45,38 @@ last checkpoint on disk stays the last good one; `FiniteWeightsCallback` does th
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import time
+from collections import defaultdict
 from typing import Any
 
 import torch
 from transformers import TrainerCallback
 
-from skillrise_train.trl_adapter import GRPOAdapter, GRPOConfig, check_trl_version, pad
+from skillrise_train.trl_adapter import GRPOAdapter, GRPOConfig, check_trl_version, pad, vllm_engine_admits
 
 from skillrise_gym.backends.base import ConfigurationError
 from skillrise_gym.records import write_jsonl
 from skillrise_train.config import TRL_FIELDS, TrainConfig
 from skillrise_train.credit import assign_credit, gigpo_advantages, trained_turns
-from skillrise_train.rollout import Completion, RolloutEngine, RolloutResult, rollout_stats
+from skillrise_train.distributed import LockstepGeneration, Ranks, common_packing
+from skillrise_train.rollout import Completion, RolloutEngine, RolloutResult, merge_results, rollout_stats
+
+#: what a process with nothing to generate sends in a lockstep generation call (its output is thrown away)
+PLACEHOLDER_PROMPT = "ok"
+
+
+def _turn_keys(samples: list[Any]) -> list[tuple[str, int]]:
+    """(trial, how many turns of that trial came before) of each sample: a turn's identity in any ordering
+    that keeps each trial's turns in play order (a process's own rollout, or every process's merged)."""
+    seen: dict[str, int] = defaultdict(int)
+    keys = []
+    for sample in samples:
+        keys.append((sample.tag.trial, seen[sample.tag.trial]))
+        seen[sample.tag.trial] += 1
+    return keys
 
 
 class NonFiniteLossError(RuntimeError):
@@ -96,6 +114,38 @@ def _unused_reward(completions: list, **kwargs: Any) -> list[float]:
 
 #: models with fewer parameters than this get compact prompts under prompt_style "auto"
 COMPACT_BELOW_PARAMETERS = 1_000_000_000
+
+
+def vllm_settings(config: TrainConfig, args: GRPOConfig) -> None:
+    """The vLLM settings the trainer can run, or a ConfigurationError saying why not: colocate mode only (the
+    server mode's client samples a whole call with one seed and its weight sync is untested here), one
+    GPU per engine (with tensor parallelism TRL all-gathers every call's prompts within the TP group, and
+    rollouts make a different number of calls on each process), and an engine longer than a completion."""
+    if not args.use_vllm:
+        return
+    check_vllm_installed()
+    if args.vllm_mode != "colocate":
+        raise ConfigurationError(f"vllm_mode {args.vllm_mode!r}: only colocate is supported (vLLM inside each "
+                                 "training process); TRL's server mode (trl vllm-serve) is not")
+    if int(args.vllm_tensor_parallel_size or 1) > 1:
+        raise ConfigurationError(
+            f"vllm_tensor_parallel_size {args.vllm_tensor_parallel_size}: not supported. TRL gathers every "
+            "generation call's prompts across the processes of a tensor-parallel group, and rollouts make a "
+            "different number of calls on each process (their trials last different numbers of turns). Use one "
+            "GPU per vLLM engine (tensor parallel size 1) with a model that fits it")
+    engine = args.vllm_max_model_length
+    if engine is not None and int(engine) <= config.max_new_tokens + 16:
+        raise ConfigurationError(f"vllm_max_model_length {engine} leaves no room for prompts after "
+                                 f"--max-new-tokens {config.max_new_tokens}; raise it (or lower --max-new-tokens)")
+
+
+def check_vllm_installed() -> None:
+    """--use-vllm without vLLM: a one-line error naming the extra (ConfigurationError, exit 2)."""
+    import importlib.util
+
+    if importlib.util.find_spec("vllm") is None:
+        raise ConfigurationError("--use-vllm needs vLLM, which is not installed: pip install 'skillrise-gym[vllm]' "
+                                 "(a GPU machine; vLLM does not run on CPUs)")
 
 
 def resolve_prompt_style(style: str, model: Any) -> str | None:
@@ -209,15 +259,23 @@ class SkillRiseTrainer(GRPOAdapter):
         self.rollout = rollout
         args = args or make_grpo_config(config)
         placeholder = Dataset.from_dict({"prompt": ["(prompts come from the environments)"] * args.generation_batch_size})
-        super().__init__(
-            model=model,
-            reward_funcs=_unused_reward,
-            args=args,
-            train_dataset=placeholder,
-            processing_class=tokenizer,
-            peft_config=peft_config,
-            callbacks=callbacks,
-        )
+        vllm_settings(config, args)
+        # a rollout's generation call holds up to generation_batch prompts (evaluation's too)
+        with vllm_engine_admits(min(config.generation_batch, max(rollout.trials_per_step, config.eval_sequences))):
+            super().__init__(
+                model=model,
+                reward_funcs=_unused_reward,
+                args=args,
+                train_dataset=placeholder,
+                processing_class=tokenizer,
+                peft_config=peft_config,
+                callbacks=callbacks,
+            )
+        if peft_config is not None:  # the adapter names the model as the user did, not this machine's path
+            for adapter in getattr(self.model, "peft_config", {}).values():
+                adapter.base_model_name_or_path = config.model
+        self.ranks = Ranks(self.accelerator.process_index, self.accelerator.num_processes)
+        self.generation_calls = 0  # with lockstep generation: this process's calls in the last rollout
         self.max_prompt_tokens = self._prompt_budget(config)
         self.last_rollout: RolloutResult | None = None
         self.last_stats: dict[str, float] = {}
@@ -315,10 +373,10 @@ class SkillRiseTrainer(GRPOAdapter):
         finally:
             env.close()
             self.model.train(was_training)
-        print(f"warm start: follows a note {result.follow:.0%}, curate turns copying trajectory clauses "
-              f"{result.copy:.0%}, well-formed {result.valid:.0%} ({sequences} sequences it did not train on)",
-              flush=True)
         if self.accelerator.is_main_process:
+            print(f"warm start: follows a note {result.follow:.0%}, curate turns copying trajectory clauses "
+                  f"{result.copy:.0%}, well-formed {result.valid:.0%} ({sequences} sequences it did not train on)",
+                  flush=True)
             out = Path(self.args.output_dir)
             out.mkdir(parents=True, exist_ok=True)
             (out / "warmstart.json").write_text(json.dumps({**vars(result), "steps": c.warmstart_steps,
@@ -328,11 +386,19 @@ class SkillRiseTrainer(GRPOAdapter):
 
     # ------------------------------------------------------------------ prompts and generation
     def _prompt_budget(self, config: TrainConfig) -> int:
-        """Longest prompt in tokens: the flag, else the model's context minus the completion budget."""
+        """Longest prompt in tokens: the flag, else the model's context minus the completion budget; with
+        vLLM, never more than its engine's length (`vllm_max_model_length`) minus the completion budget."""
+        context = int(getattr(self.model.config, "max_position_embeddings", None) or 4096)
+        engine = self.args.vllm_max_model_length if self.use_vllm else None
+        if engine:
+            context = min(context, int(engine))
         if config.max_prompt_tokens > 0:
+            if engine and config.max_prompt_tokens + config.max_new_tokens > engine:
+                raise ConfigurationError(
+                    f"--max-prompt-tokens {config.max_prompt_tokens} + --max-new-tokens {config.max_new_tokens} "
+                    f"exceeds vLLM's engine length (vllm_max_model_length {engine}); lower them or raise it")
             return config.max_prompt_tokens
-        context = getattr(self.model.config, "max_position_embeddings", None) or 4096
-        return max(16, int(context) - config.max_new_tokens)
+        return max(16, context - config.max_new_tokens)
 
     def encode_prompt(self, text: str, prefix: str = "") -> tuple[list[int], bool]:
         """Token ids of one prompt (`skillrise_gym.models.encode_chat`, the encoding the hf agent uses too)."""
@@ -367,11 +433,22 @@ class SkillRiseTrainer(GRPOAdapter):
 
     # ------------------------------------------------------------------ rollout -> rows
     def rollout_batch(self) -> dict[str, Any]:
-        """One rollout, its credit, and its trained turns as one batch of rows (see "Batching" above)."""
+        """One rollout, its credit, and its trained turns as one batch of rows (see "Batching" above).
+
+        On several processes (distributed.py) each plays its share of the step's sequences; credit,
+        statistics and records come from every process's turns together, identically on each, and each
+        trains on the rows of its own turns."""
         step = self.state.global_step // self.config.updates_per_rollout  # the rollout's index
-        sequences = self.rollout.sequences(step, self.config.S)
-        plans = self.rollout.plan(sequences, tag=f"step{step}")
-        result = self.rollout.play(plans, self.generate_completions, step=step)
+        plans = self.rollout.plan(self.rollout.sequences(step, self.config.S), tag=f"step{step}")
+        generate = self.rollout_generate()
+        local = self.rollout.play(self.rollout.mine(plans), generate, step=step)
+        if isinstance(generate, LockstepGeneration):
+            generate.finish()  # join the other ranks' generation calls until every rank's rollout ended
+            self.generation_calls = generate.calls
+        # every process's turns, without their token ids (each process trains on its own rows)
+        light = dataclasses.replace(local, samples=[dataclasses.replace(s, prompt_ids=[], completion_ids=[])
+                                                    for s in local.samples])
+        result = merge_results(self.ranks.gather(light), plans)
         tags = [s.tag for s in result.samples]
         if self.config.algo == "gigpo":
             returns, advantages = gigpo_advantages(
@@ -388,18 +465,30 @@ class SkillRiseTrainer(GRPOAdapter):
         self.last_stats = rollout_stats(result, advantages, self.config.K)
         for name, value in self.last_stats.items():
             self.log_metric(name, value)
-        if self.config.record_turns and self.accelerator.is_main_process:
+        if self.config.record_turns and self.ranks.main:
             for sample, ret, adv in zip(result.samples, returns, advantages):
                 sample.turn.extra.update({"return": float(ret), "advantage": float(adv), "algo": self.config.algo})
             write_jsonl(f"{self.args.output_dir}/turns.jsonl", [s.turn for s in result.samples])
-        trained = trained_turns(tags, self.config.curate_credit)  # curate credit "none": solve turns only
+        # this process's turns, with the advantages credit gave them in the whole rollout
+        by_turn = dict(zip(_turn_keys(result.samples), advantages))
+        local_advantages = [by_turn[key] for key in _turn_keys(local.samples)]
+        local_tags = [s.tag for s in local.samples]
+        trained = trained_turns(local_tags, self.config.curate_credit)  # curate credit "none": solve turns only
         batch = self.rows_to_batch(
-            [result.samples[n].prompt_ids for n in trained], [result.samples[n].completion_ids for n in trained],
-            [advantages[n] for n in trained],
+            [local.samples[n].prompt_ids for n in trained], [local.samples[n].completion_ids for n in trained],
+            [local_advantages[n] for n in trained],
         )
         if self.config.updates_per_rollout > 1:  # batching level 2 (module docstring)
             batch["old_per_token_logps"] = self.old_log_probs(batch)
         return batch
+
+    def rollout_generate(self) -> Any:
+        """The generate function of a rollout: the trainer's own, or, where every generation call is a
+        collective (sharded models), one that every process calls equally often (`LockstepGeneration`)."""
+        if not (self.ranks.several and self.sharded_generation):
+            return self.generate_completions
+        return LockstepGeneration(self.generate_completions,
+                                  lambda: self.generate_completions([PLACEHOLDER_PROMPT], [""], [0]), self.ranks)
 
     @torch.no_grad()
     def old_log_probs(self, batch: dict[str, Any]) -> torch.Tensor:
@@ -419,7 +508,9 @@ class SkillRiseTrainer(GRPOAdapter):
         device = self.accelerator.device
         rows = len(prompt_ids)
         multiple = self.args.steps_per_generation
-        missing = (-rows) % multiple
+        # every process the same row count: TRL gathers per-row tensors and splits rows into micro-steps
+        padded = self.ranks.max(rows)
+        missing = padded - rows + (-padded) % multiple
         pad_id = self.pad_token_id
         prompts = [torch.tensor(p, dtype=torch.long) for p in prompt_ids] + [torch.tensor([pad_id])] * missing
         completions = [torch.tensor(c or [pad_id], dtype=torch.long) for c in completion_ids]
@@ -470,7 +561,7 @@ class SkillRiseTrainer(GRPOAdapter):
             else:  # bnpo: a token mean over this micro-batch
                 weight = float(tokens / tokens_total)
             # TRL's entropy bonus is a per-micro-batch token mean: reweight it to the whole batch's
-            with self.entropy_scale(float(tokens / tokens_total) / weight):
+            with self.entropy_scale(float(tokens / tokens_total) / weight if weight else 0.0):
                 loss = self.policy_loss(model, micro) * weight
             if number < len(groups) - 1:
                 self.accelerator.backward(loss)
@@ -478,26 +569,22 @@ class SkillRiseTrainer(GRPOAdapter):
         return loss + done
 
     def pack_rows(self, inputs: dict[str, Any]) -> list[torch.Tensor]:
-        """Row indices of each micro-batch: rows sorted by length, packed while rows x longest <= budget."""
+        """Row indices of each micro-batch: rows sorted by length, packed while rows x longest <= budget; on
+        several processes, micro-batches of the same sizes on every one (`distributed.common_packing`)."""
         budget = self.config.micro_batch_tokens
         rows_total = inputs["completion_mask"].size(0)
         if budget <= 0 or rows_total <= 1:
             return [torch.arange(rows_total)]
         lengths = (inputs["prompt_mask"].sum(1) + inputs["completion_mask"].size(1)).cpu()
         order = torch.argsort(lengths, descending=True, stable=True)
-        groups: list[list[int]] = []
-        current: list[int] = []
-        longest = 0
-        for index in order.tolist():
-            length = int(lengths[index])
-            if current and max(longest, length) * (len(current) + 1) > budget:
-                groups.append(current)
-                current, longest = [], 0
-            current.append(index)
-            longest = max(longest, length)
-        groups.append(current)
+        mine = [int(lengths[i]) for i in order.tolist()]
+        sizes = common_packing(self.ranks.gather(mine) if self.ranks.several else [mine], budget)
         device = inputs["completion_mask"].device
-        return [torch.tensor(sorted(g), dtype=torch.long, device=device) for g in groups]
+        groups, start = [], 0
+        for size in sizes:
+            groups.append(torch.sort(order[start:start + size]).values.to(device))
+            start += size
+        return groups
 
     # ------------------------------------------------------------------ safety
     def training_step(self, model, inputs, num_items_in_batch):

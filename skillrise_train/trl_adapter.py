@@ -16,7 +16,11 @@ The contract (what `GRPOAdapter` relies on and what it offers its subclass):
 - `_compute_loss(model, inputs)` (TRL's clipped policy loss; wrapped): run on padding-trimmed micro-batches.
 - `_generate_single_turn(prompt_ids, images, multimodal_fields, num_generations)` (called): TRL's generation
   (HF generate on CPU, vLLM on GPUs), exposed as `generate_ids`.
-- private attributes read: `_metrics` (`log_metric`), `chat_template_kwargs` (`template_kwargs`),
+- vLLM colocate (`vllm_engine_admits`, `_vllm_seeded`): the module attribute
+  `trl.trainer.grpo_trainer.VLLMGeneration` (subclassed while the trainer is built, to size the engine),
+  the `vllm_generation.llm` engine whose `generate(prompts, sampling_params=...)` TRL calls once per
+  generation, and vLLM's `SamplingParams.clone()` and `.seed`.
+- private attributes read: `_dist` (its `summon_full_params`, FSDP's full-parameter context for generation), `_metrics` (`log_metric`), `chat_template_kwargs` (`template_kwargs`),
   `_tokenizer` (`pad_token_id`), `entropy_coef`, `loss_type`, `temperature`; for seeded generation
   (`generate_ids(..., seeds)`, HF generate's path): `use_vllm`, `use_transformers_continuous_batching`,
   `generation_config`, `generation_kwargs`, `eos_token_ids`.
@@ -25,6 +29,7 @@ The contract (what `GRPOAdapter` relies on and what it offers its subclass):
 from __future__ import annotations
 
 import copy
+import os
 from contextlib import contextmanager
 from typing import Any, Iterator, Sequence
 
@@ -83,6 +88,29 @@ def trim_padding(inputs: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+@contextmanager
+def vllm_engine_admits(max_num_seqs: int) -> Iterator[None]:
+    """Inside the block (around GRPOTrainer.__init__), TRL's colocated vLLM engine is built to decode at least
+    `max_num_seqs` sequences at once. TRL sizes it per_device_train_batch_size x TP x steps_per_generation
+    (trl/trainer/grpo_trainer.py, where it builds `VLLMGeneration`), a prompt-dataset batch; a rollout
+    sends up to `generation_batch` prompts per call, and the trainer's per_device_train_batch_size is a
+    placeholder of 2, so TRL's size would decode about two sequences at a time."""
+    import trl.trainer.grpo_trainer as grpo
+
+    original = grpo.VLLMGeneration
+
+    class Sized(original):  # type: ignore[misc, valid-type]
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            kwargs["max_num_seqs"] = max(int(kwargs.get("max_num_seqs") or 0), int(max_num_seqs))
+            super().__init__(*args, **kwargs)
+
+    grpo.VLLMGeneration = Sized
+    try:
+        yield
+    finally:
+        grpo.VLLMGeneration = original
+
+
 class GRPOAdapter(GRPOTrainer):
     """GRPOTrainer with its private hooks turned into the few public ones a rollout trainer needs.
 
@@ -137,12 +165,44 @@ class GRPOAdapter(GRPOTrainer):
     # ------------------------------------------------------------------ what subclasses call
     def generate_ids(self, prompt_ids: list[list[int]], seeds: Sequence[int] | None = None) -> list[list[int]]:
         """One completion per prompt through TRL's generation path (HF generate, or vLLM). With `seeds` (one
-        per prompt) on HF generate's path, each prompt samples from its own seeded RNG, so its tokens do not
-        depend on its batch-mates (`_generate_seeded`); vLLM's path takes no per-request seeds through TRL."""
+        per prompt) each prompt samples from its own seeded RNG, so its tokens do not depend on its
+        batch-mates: on HF generate's path by `_generate_seeded`, on vLLM's by a request of its own seed
+        (`_vllm_seeded`)."""
+        if seeds is not None and len(seeds) != len(prompt_ids):
+            raise ValueError(f"{len(seeds)} seeds for {len(prompt_ids)} prompts")
         if seeds is not None and not (self.use_vllm or self.use_transformers_continuous_batching):
             return self._generate_seeded(prompt_ids, seeds)
-        completion_ids, _logprobs = self._generate_single_turn(prompt_ids, None, {}, num_generations=1)
+        with self._vllm_seeded(seeds):
+            completion_ids, _logprobs = self._generate_single_turn(prompt_ids, None, {}, num_generations=1)
         return [list(c) for c in completion_ids]
+
+    @contextmanager
+    def _vllm_seeded(self, seeds: Sequence[int] | None) -> Iterator[None]:
+        """Inside the block, TRL's colocated vLLM engine samples request i with `seeds[i]`: TRL builds one
+        `SamplingParams` for the whole call (trl/generation/vllm_generation.py, `generate`); its call to
+        `llm.generate` is given one copy per request, each with its own seed (vLLM seeds each request's
+        sampler apart). Nothing else of TRL's path changes (weight sync, sleep mode)."""
+        engine = getattr(getattr(self, "vllm_generation", None), "llm", None) if self.use_vllm else None
+        if seeds is None or engine is None:
+            yield
+            return
+        original = engine.generate
+
+        def generate(prompts: Any, sampling_params: Any = None, **kwargs: Any) -> Any:
+            if len(prompts) != len(seeds):  # TP > 1 gathers other ranks' prompts: refused (vllm_settings)
+                raise RuntimeError(f"vLLM was given {len(prompts)} prompts for {len(seeds)} seeds")
+            per_request = []
+            for seed in seeds:
+                params = sampling_params.clone()
+                params.seed = int(seed)
+                per_request.append(params)
+            return original(prompts, sampling_params=per_request, **kwargs)
+
+        engine.generate = generate  # an instance attribute shadows the method for this call only
+        try:
+            yield
+        finally:
+            del engine.generate
 
     @torch.no_grad()
     def _generate_seeded(self, prompt_ids: list[list[int]], seeds: Sequence[int]) -> list[list[int]]:
@@ -154,8 +214,6 @@ class GRPOAdapter(GRPOTrainer):
 
         from skillrise_train.sampling import SAMPLING_FIELDS, SeededSampling, sampling_warpers
 
-        if len(seeds) != len(prompt_ids):
-            raise ValueError(f"{len(seeds)} seeds for {len(prompt_ids)} prompts")
         device = self.accelerator.device
         rows = [torch.tensor(ids, dtype=torch.long, device=device) for ids in prompt_ids]
         input_ids = pad(rows, padding_value=self.pad_token_id, padding_side="left")
@@ -171,7 +229,7 @@ class GRPOAdapter(GRPOTrainer):
             self.model_wrapped, self.accelerator, gather_deepspeed3_params=self.args.ds3_gather_for_generation,
             generation_kwargs=self.generation_kwargs,
             gradient_checkpointing_kwargs=self.args.gradient_checkpointing_kwargs,
-        ) as model:
+        ) as model, self._dist.summon_full_params(self.model_wrapped, recurse=False):  # FSDP: as TRL's generate
             out = model.generate(input_ids=input_ids, attention_mask=attention_mask, generation_config=config,
                                  logits_processor=processors)
         completions = out[:, input_ids.shape[1]:].cpu().tolist()
@@ -195,6 +253,16 @@ class GRPOAdapter(GRPOTrainer):
     def log_metric(self, name: str, value: float) -> None:
         """A value for TRL's per-step log (averaged over the step's calls, as TRL's own metrics)."""
         self._metrics["train"][name].append(value)
+
+    @property
+    def sharded_generation(self) -> bool:
+        """Whether every generation call is a collective of all processes: the model is sharded (DeepSpeed
+        ZeRO-3, FSDP), so generating gathers its parameters. `SKILLRISE_LOCKSTEP_GENERATION=1` forces it (to
+        test the lockstep protocol where no sharding runs, as on a CPU box)."""
+        if os.environ.get("SKILLRISE_LOCKSTEP_GENERATION") == "1" or self.is_fsdp_enabled:
+            return True
+        plugin = getattr(self.accelerator.state, "deepspeed_plugin", None) if self.is_deepspeed_enabled else None
+        return bool(plugin is not None and getattr(plugin, "zero_stage", 0) == 3)
 
     @property
     def template_kwargs(self) -> dict[str, Any]:

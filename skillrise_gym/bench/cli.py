@@ -88,7 +88,12 @@ def build_parser() -> argparse.ArgumentParser:
     exe.add_argument("--no-plots", action="store_true", help="no PNG plots")
 
     llm = p.add_argument_group("openai and hf agents")
-    llm.add_argument("--model", default=None, help="openai: the served model name; hf: smollm2 (default), tiny, or a path")
+    llm.add_argument("--model", default=None,
+                     help="openai: the served model name; hf: smollm2 (default), tiny, a model folder, or a LoRA "
+                     "adapter folder (a training run's final/ or checkpoint-N/)")
+    llm.add_argument("--base-model", default=None, metavar="NAME",
+                     help="hf: the base model of the adapter given as --model (smollm2, tiny, a folder or a cached "
+                     "Hub id; default: $SKILLRISE_BASE_MODEL, else the base its adapter_config.json records)")
     llm.add_argument("--temperature", type=float, default=0.0, help="sampling temperature (0: greedy)")
     llm.add_argument("--top-p", type=float, default=None,
                      help="nucleus sampling (default: the server's for openai, 1.0 for hf)")
@@ -134,7 +139,7 @@ def parse_backend_options(items: Sequence[str]) -> dict[str, Any]:
 
 def make_agent(args: argparse.Namespace, benchmark: str) -> Agent:
     """The agent named by --agent; flags that belong to another agent are an error, not silently ignored."""
-    given = {name for name in ("base_url", "model") if getattr(args, name) is not None}
+    given = {name for name in ("base_url", "model", "base_model") if getattr(args, name) is not None}
     if args.agent in ("expert", "random") and given:
         raise ValueError(f"--agent {args.agent} takes no {', '.join('--' + g.replace('_', '-') for g in sorted(given))}")
     if args.agent == "expert":
@@ -150,6 +155,8 @@ def make_agent(args: argparse.Namespace, benchmark: str) -> Agent:
 
         if not args.base_url or not args.model:
             raise ValueError("--agent openai needs --base-url and --model")
+        if args.base_model is not None:
+            raise ValueError("--base-model belongs to --agent hf")
         return OpenAIAgent(OpenAIConfig(
             base_url=args.base_url, model=args.model, api_key_env=args.api_key_env, temperature=args.temperature,
             top_p=args.top_p, max_tokens=args.max_tokens, timeout_s=args.timeout, max_retries=args.max_retries,
@@ -164,7 +171,7 @@ def make_agent(args: argparse.Namespace, benchmark: str) -> Agent:
         model=args.model or "smollm2", max_new_tokens=args.max_tokens, temperature=args.temperature,
         top_p=args.top_p if args.top_p is not None else 1.0, batch_size=args.batch_size,
         max_prompt_tokens=args.max_prompt_tokens, seed=args.seed, device=args.device, threads=args.threads,
-        system_prompt=args.system_prompt,
+        system_prompt=args.system_prompt, base_model=args.base_model,
     ))
 
 
