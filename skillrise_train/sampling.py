@@ -23,19 +23,31 @@ SAMPLING_FIELDS = ("temperature", "top_k", "top_p", "min_p", "typical_p", "epsil
 
 
 class SeededSampling(LogitsProcessor):
-    """Adds per-row Gumbel noise from per-row generators (one seed per row of the batch)."""
+    """Adds per-row Gumbel noise from per-row generators (one seed per row of the batch), drawn on the scores'
+    device in float32.
+
+    float32 is exact enough: its uniforms are multiples of 2**-24, so the noise is cut at about -2.8 and 16.6
+    (a Gumbel variable lies outside with probability about 1e-7), and a token's chance to be drawn moves by
+    less than that; HF generate's scores are float32 whatever the model's dtype, so the sum is exact as
+    before. The draws follow the seed on each kind of device (a CPU run reproduces a CPU run, a GPU run a GPU
+    run; CUDA's generator draws other numbers than the CPU's for the same seed)."""
 
     def __init__(self, seeds: Sequence[int]) -> None:
-        self.generators = [torch.Generator().manual_seed(int(seed)) for seed in seeds]
+        self.seeds = [int(seed) for seed in seeds]
+        self.generators: list[torch.Generator] | None = None
 
     def __call__(self, input_ids: torch.LongTensor, scores: torch.FloatTensor) -> torch.FloatTensor:
-        if scores.shape[0] != len(self.generators):
-            raise ValueError(f"{scores.shape[0]} rows of scores for {len(self.generators)} seeds")
+        if scores.shape[0] != len(self.seeds):
+            raise ValueError(f"{scores.shape[0]} rows of scores for {len(self.seeds)} seeds")
+        device = scores.device
+        if self.generators is None:  # on the first token, where the scores live
+            self.generators = [torch.Generator(device=device).manual_seed(seed) for seed in self.seeds]
         width = scores.shape[-1]
-        uniform = torch.stack([torch.rand(width, generator=g, dtype=torch.float64) for g in self.generators])
-        tiny = torch.finfo(torch.float64).tiny
-        gumbel = -torch.log(-torch.log(uniform.clamp(tiny, 1 - 1e-16)))
-        return scores + gumbel.to(device=scores.device, dtype=scores.dtype)
+        uniform = torch.stack([torch.rand(width, generator=g, device=device, dtype=torch.float32)
+                               for g in self.generators])
+        tiny = torch.finfo(torch.float32).tiny
+        gumbel = uniform.clamp_(tiny, 1.0 - 2.0 ** -24).log_().neg_().log_().neg_()
+        return scores + gumbel.to(dtype=scores.dtype)
 
 
 def sampling_warpers(config: Any) -> list[LogitsProcessor]:

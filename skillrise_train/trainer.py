@@ -275,7 +275,6 @@ class SkillRiseTrainer(GRPOAdapter):
             for adapter in getattr(self.model, "peft_config", {}).values():
                 adapter.base_model_name_or_path = config.model
         self.ranks = Ranks(self.accelerator.process_index, self.accelerator.num_processes)
-        self.generation_calls = 0  # with lockstep generation: this process's calls in the last rollout
         self.max_prompt_tokens = self._prompt_budget(config)
         self.last_rollout: RolloutResult | None = None
         self.last_stats: dict[str, float] = {}
@@ -441,10 +440,16 @@ class SkillRiseTrainer(GRPOAdapter):
         step = self.state.global_step // self.config.updates_per_rollout  # the rollout's index
         plans = self.rollout.plan(self.rollout.sequences(step, self.config.S), tag=f"step{step}")
         generate = self.rollout_generate()
-        local = self.rollout.play(self.rollout.mine(plans), generate, step=step)
+        calls = [0]
+
+        def counted(*args: Any) -> list[Completion]:
+            calls[0] += 1
+            return generate(*args)
+
+        local = self.rollout.play(self.rollout.mine(plans), counted, step=step)
         if isinstance(generate, LockstepGeneration):
             generate.finish()  # join the other ranks' generation calls until every rank's rollout ended
-            self.generation_calls = generate.calls
+            calls[0] = generate.calls  # placeholders included
         # every process's turns, without their token ids (each process trains on its own rows)
         light = dataclasses.replace(local, samples=[dataclasses.replace(s, prompt_ids=[], completion_ids=[])
                                                     for s in local.samples])
@@ -463,6 +468,16 @@ class SkillRiseTrainer(GRPOAdapter):
             )
         self.last_rollout = result
         self.last_stats = rollout_stats(result, advantages, self.config.K)
+        local_tags = [s.tag for s in local.samples]
+        trained = trained_turns(local_tags, self.config.curate_credit)  # curate credit "none": solve turns only
+        # per process: rows trained and generation calls made (every process must agree on the collectives)
+        counts = self.ranks.gather((len(trained), calls[0]))
+        self.last_stats.update({
+            "rows/per_process_min": float(min(c[0] for c in counts)),
+            "rows/per_process_max": float(max(c[0] for c in counts)),
+            "generation/calls_per_process_min": float(min(c[1] for c in counts)),
+            "generation/calls_per_process_max": float(max(c[1] for c in counts)),
+        })
         for name, value in self.last_stats.items():
             self.log_metric(name, value)
         if self.config.record_turns and self.ranks.main:
@@ -472,8 +487,6 @@ class SkillRiseTrainer(GRPOAdapter):
         # this process's turns, with the advantages credit gave them in the whole rollout
         by_turn = dict(zip(_turn_keys(result.samples), advantages))
         local_advantages = [by_turn[key] for key in _turn_keys(local.samples)]
-        local_tags = [s.tag for s in local.samples]
-        trained = trained_turns(local_tags, self.config.curate_credit)  # curate credit "none": solve turns only
         batch = self.rows_to_batch(
             [local.samples[n].prompt_ids for n in trained], [local.samples[n].completion_ids for n in trained],
             [local_advantages[n] for n in trained],
@@ -544,11 +557,15 @@ class SkillRiseTrainer(GRPOAdapter):
         if return_outputs:
             raise ValueError("SkillRiseTrainer does not return outputs")
         groups = self.pack_rows(inputs)
-        if len(groups) == 1:
+        if len(groups) == 1 and not self.ranks.several:
             return self.policy_loss(model, inputs)
         completion_mask = inputs["completion_mask"]
         rows_total = completion_mask.size(0)
         tokens_total = completion_mask.sum().clamp(min=1)
+        # the entropy bonus is a token mean over every process's micro-step (DDP averages the processes'
+        # gradients, so each process's share is weighted by its tokens against the mean process's)
+        entropy_tokens = self.ranks.total(int(completion_mask.sum())) / self.ranks.world_size if self.ranks.several \
+            else float(tokens_total)
         done = torch.zeros((), device=completion_mask.device)
         for number, rows in enumerate(groups):
             micro = {k: (v[rows] if isinstance(v, torch.Tensor) and v.dim() > 0 and v.size(0) == rows_total else v)
@@ -561,7 +578,8 @@ class SkillRiseTrainer(GRPOAdapter):
             else:  # bnpo: a token mean over this micro-batch
                 weight = float(tokens / tokens_total)
             # TRL's entropy bonus is a per-micro-batch token mean: reweight it to the whole batch's
-            with self.entropy_scale(float(tokens / tokens_total) / weight if weight else 0.0):
+            share = float(tokens) / max(1.0, entropy_tokens)
+            with self.entropy_scale(share / weight if weight else 0.0):
                 loss = self.policy_loss(model, micro) * weight
             if number < len(groups) - 1:
                 self.accelerator.backward(loss)
