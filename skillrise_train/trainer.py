@@ -49,6 +49,7 @@ import dataclasses
 import json
 import math
 import time
+import warnings
 from collections import defaultdict
 from typing import Any
 
@@ -274,6 +275,9 @@ class SkillRiseTrainer(GRPOAdapter):
         if peft_config is not None:  # the adapter names the model as the user did, not this machine's path
             for adapter in getattr(self.model, "peft_config", {}).values():
                 adapter.base_model_name_or_path = config.model
+            # peft then looks for that name's config.json when saving (to see whether the vocabulary grew); an
+            # alias such as "tiny" has none, and the embeddings are not trained here
+            warnings.filterwarnings("ignore", message="Could not find a config file in", category=UserWarning)
         self.ranks = Ranks(self.accelerator.process_index, self.accelerator.num_processes)
         self.max_prompt_tokens = self._prompt_budget(config)
         self.last_rollout: RolloutResult | None = None

@@ -225,3 +225,26 @@ def test_transfer_experiment_counts_a_lora_final_as_finished(lora, tmp_path, mon
     assert models.is_model_folder(arm / "final")
     (arm / "final" / "adapter_model.safetensors").unlink()  # an adapter without its weights is no model
     assert not models.is_model_folder(arm / "final") and not models.is_adapter_folder(arm / "final")
+
+
+@pytest.mark.slow
+def test_the_transfer_experiments_gpu_preset_runs_end_to_end_at_tiny_size_and_reuses_its_lora_arms(tmp_path, monkeypatch):
+    """--scale trains LoRA arms and evaluates their final/ adapters through the bench; a rerun reuses them."""
+    spec = importlib.util.spec_from_file_location("transfer_experiment", ROOT / "benchmarks" / "transfer_experiment.py")
+    experiment = importlib.util.module_from_spec(spec)
+    monkeypatch.setitem(sys.modules, spec.name, experiment)
+    spec.loader.exec_module(experiment)
+    args = ["--scale", "--model", "tiny", "--steps", "1", "--K", "2", "--G", "2", "--S", "1", "--eval-sequences", "2",
+            "--eval-K", "1", "2", "--arms", "skillrise", "grpo", "--max-new-tokens", "8",
+            "--work-dir", str(tmp_path / "work"), "--results-dir", str(tmp_path / "results")]
+    assert experiment.main(args) == 0
+    report = json.loads((tmp_path / "results" / "transfer_experiment.json").read_text())
+    assert set(report["evaluations"]) >= {"skillrise", "grpo"} and report["preset"]["lora"] is True
+    for arm in ("skillrise", "grpo"):
+        assert models.is_adapter_folder(tmp_path / "work" / arm / "final")
+
+    def train(config):
+        raise AssertionError("a finished LoRA arm was trained again")
+
+    monkeypatch.setattr("skillrise_train.cli.run", train)
+    assert experiment.main(args) == 0
