@@ -218,6 +218,9 @@ def run(config: TrainConfig) -> dict[str, Any]:
         return record
 
     logger.evaluate = evaluate
+    if os.environ.get("ACCELERATE_USE_FSDP", "").lower() == "true" and not trainer.is_fsdp_enabled:
+        say("skillrise-train: warning: FSDP was asked for (accelerate launch --use_fsdp) but accelerate did not "
+            "enable it (it shards only on GPUs): this run is plain data-parallel (DDP)")
     say(
         f"skillrise-train: algo={config.algo} env={config.env} ({train_split}) model={config.model} "
         f"K={config.K} G={config.G} S={config.S} envs={rollout.pool.num_envs} steps={config.steps} "

@@ -279,6 +279,10 @@ class SkillRiseTrainer(GRPOAdapter):
             # alias such as "tiny" has none, and the embeddings are not trained here
             warnings.filterwarnings("ignore", message="Could not find a config file in", category=UserWarning)
         self.ranks = Ranks(self.accelerator.process_index, self.accelerator.num_processes)
+        if self.is_deepspeed_enabled and config.micro_batch_tokens > 0:
+            raise ConfigurationError(
+                "DeepSpeed steps its optimizer inside every backward pass, and --micro-batch-tokens packs several "
+                "backward passes into one micro-step: use --micro-batch-tokens 0 and --grad-accum to bound memory")
         self.max_prompt_tokens = self._prompt_budget(config)
         self.last_rollout: RolloutResult | None = None
         self.last_stats: dict[str, float] = {}

@@ -287,8 +287,11 @@ class GRPOAdapter(GRPOTrainer):
     def entropy_scale(self, factor: float) -> Iterator[None]:
         """Scale TRL's entropy bonus coefficient inside the block (micro-batch reweighting)."""
         original = self.entropy_coef
+        logged = self._metrics["train"]["entropy_coef"]
+        before = len(logged)
         self.entropy_coef = original * factor
         try:
             yield
         finally:
             self.entropy_coef = original
+            logged[before:] = [original] * (len(logged) - before)  # TRL logs the coefficient, not its scaling

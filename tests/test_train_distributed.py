@@ -53,6 +53,44 @@ def test_lockstep_generation_on_one_process_is_the_generate_function():
     assert lockstep.calls == 1 and lockstep.placeholders == 0
 
 
+def _fake_processes(monkeypatch, rank: int, world: int) -> None:
+    import accelerate
+
+    monkeypatch.setattr(accelerate, "PartialState",
+                        lambda **kwargs: type("State", (), {"process_index": rank, "num_processes": world})())
+
+
+def test_settings_several_processes_cannot_run_are_refused_before_the_model_loads(monkeypatch):
+    from skillrise_gym.backends import ConfigurationError
+    from skillrise_train.cli import start_processes
+    from skillrise_train.config import TrainConfig
+
+    _fake_processes(monkeypatch, 1, 3)
+    with pytest.raises(ConfigurationError, match="2 sequences per step for 3 processes.*--S to at least 3"):
+        start_processes(TrainConfig(env="toy", model="tiny", S=2))
+    with pytest.raises(ConfigurationError, match="one Ray instance per process"):
+        start_processes(TrainConfig(env="toy", model="tiny", S=3, ray_address="local"))
+    assert start_processes(TrainConfig(env="toy", model="tiny", S=3)).rank == 1
+
+
+def test_an_accelerate_cpu_launch_of_several_processes_is_named(monkeypatch, capsys):
+    """`accelerate launch --cpu --num_processes 2` starts one process with the rendezvous settings of two."""
+    from skillrise_train.cli import start_processes
+    from skillrise_train.config import TrainConfig
+
+    _fake_processes(monkeypatch, 0, 1)
+    for name in ("WORLD_SIZE", "LOCAL_RANK", "PMI_SIZE", "OMPI_COMM_WORLD_SIZE"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("ACCELERATE_USE_CPU", "True")
+    monkeypatch.setenv("MASTER_ADDR", "127.0.0.1")
+    monkeypatch.setenv("MASTER_PORT", "29500")
+    start_processes(TrainConfig(env="toy", model="tiny"))
+    assert "starts ONE process" in capsys.readouterr().err
+    monkeypatch.setenv("WORLD_SIZE", "2")  # a real multi-process launch says how many
+    start_processes(TrainConfig(env="toy", model="tiny"))
+    assert "ONE process" not in capsys.readouterr().err
+
+
 # ------------------------------------------------------------------------------------------ two processes
 def _free_port() -> int:
     with socket.socket() as sock:
