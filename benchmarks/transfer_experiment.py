@@ -35,6 +35,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import shutil
 import sys
 import time
@@ -143,20 +144,66 @@ def untrained(p: Preset, work: Path, log) -> str:
 
 
 # ------------------------------------------------------------------------------------------ evaluation
-def evaluate(name: str, model_dir: str, p: Preset, work: Path, log) -> dict[str, Any]:
-    """Held-out families, every K and carry mode, through the bench runner with the hf agent."""
+class ScriptedCurator:
+    """A reference row with no model, reading the rule the feedback states ("glass items go in the blue
+    bin"): `keep=True` is the perfect curator (keeps every rule revealed, applies the one about the item's
+    kind); `keep=False` carries the latest rule only and applies it whatever the item (what a curator that
+    carries the last answer, not the rules, achieves). Without a rule to apply it takes the first bin
+    (chance: bins are drawn uniformly)."""
+
+    RULE = re.compile(r"(\w+) items go in the (\w+) bin")
+
+    def __new__(cls, keep: bool):
+        from skillrise_gym.agents.base import Agent, AgentOutput, is_curate
+        from skillrise_gym.prompts import action_answer, skill_answer
+
+        rule = cls.RULE
+
+        class Scripted(Agent):
+            name = "perfect-curator" if keep else "latest-rule-only"
+
+            def act(self, observations, infos=None):
+                out = []
+                for obs in observations:
+                    rules = dict(rule.findall(str(obs.get("skill_document") or "")))
+                    if is_curate(obs):
+                        revealed = rule.findall(str(obs["prompt"]).split("Did:", 1)[-1])
+                        if not keep:
+                            rules = {}
+                        rules.update(revealed[-1:])
+                        text = "; ".join(f"{k} items go in the {c} bin" for k, c in rules.items()) or "none"
+                        out.append(AgentOutput(skill_answer(text)))
+                        continue
+                    actions = list(obs["admissible_actions"])
+                    kind = re.search(r"made of (\w+)", str(obs.get("task") or ""))
+                    colour = rules.get(kind.group(1)) if keep and kind else next(iter(rules.values()), None)
+                    command = f"{colour} bin" if colour and f"{colour} bin" in actions else actions[0]
+                    out.append(AgentOutput(action_answer(command)))
+                return out
+
+            def describe(self):
+                return {"name": self.name}
+
+        return Scripted()
+
+
+def evaluate(name: str, model_dir: str | None, p: Preset, work: Path, log, agent: Any = None,
+             carry: tuple[str, ...] = CARRY) -> dict[str, Any]:
+    """Held-out families, every K and carry mode, through the bench runner with the hf agent (or `agent`);
+    with what the curated documents hold (carry skill: `skillrise_gym.documents`)."""
     from skillrise_gym.agents.hf_agent import HFAgent, HFConfig
     from skillrise_gym.bench.runner import BenchConfig, run_bench
 
     out = work / "eval-bench" / name
-    log(f"[{name}] evaluating on held-out families: K={p.eval_K}, carry={list(CARRY)}, "
+    log(f"[{name}] evaluating on held-out families: K={p.eval_K}, carry={list(carry)}, "
         f"{p.eval_sequences} sequences each")
-    agent = HFAgent(HFConfig(model=model_dir, max_new_tokens=p.max_new_tokens, temperature=p.eval_temperature,
-                             batch_size=64, seed=p.seed, threads=p.threads))
+    if agent is None:
+        agent = HFAgent(HFConfig(model=model_dir, max_new_tokens=p.max_new_tokens, temperature=p.eval_temperature,
+                                 batch_size=64, seed=p.seed, threads=p.threads))
     try:
         bench = BenchConfig(env="rulebook", out=str(out), K=list(p.eval_K), num_sequences=p.eval_sequences, split="test",
                             seed=p.seed + 7, workers=0, parallel=64, backend_options=backend_options(p),
-                            carry=list(CARRY), progress=False)
+                            carry=list(carry), progress=False)
         outcome = run_bench(bench, agent)
     finally:
         agent.close()
@@ -167,7 +214,26 @@ def evaluate(name: str, model_dir: str, p: Preset, work: Path, log) -> dict[str,
                           "invalid_format_rate": b["invalid_format_rate"]}
             for b in summary["blocks"] if b["sequences"]
         }
-    return {"model_dir": model_dir, "bench_dir": str(out), "by_carry": table}
+    return {"model_dir": model_dir, "bench_dir": str(out), "by_carry": table,
+            "documents": held_documents(out / "carry-skill" / "turns.jsonl" if len(carry) > 1 else out / "turns.jsonl", p)}
+
+
+def held_documents(turns_path: Path, p: Preset) -> dict[str, dict[str, float]]:
+    """Per K: the shares of curate turns whose document states every rule revealed so far, the latest rule,
+    instance words (`skillrise_gym.documents.document_stats`)."""
+    from skillrise_gym.backends.rulebook import RulebookBackend
+    from skillrise_gym.documents import document_stats
+
+    if not turns_path.exists():
+        return {}
+    tasks = {t.id: t for t in RulebookBackend(**backend_options(p)).list_tasks("test")}
+    by_K: dict[str, list[dict[str, Any]]] = {}
+    for line in turns_path.read_text().splitlines():
+        if line.strip():
+            row = json.loads(line)
+            by_K.setdefault(str(row["extra"]["K"]), []).append(row)
+    return {K: stats for K, rows in sorted(by_K.items()) if (stats := document_stats(rows, tasks.get,
+                                                                                    lambda b: RulebookBackend))}
 
 
 # ------------------------------------------------------------------------------------------ report
@@ -199,6 +265,14 @@ def markdown(report: dict[str, Any]) -> str:
         for name, result in report["evaluations"].items():
             values = result["by_carry"].get("skill", {}).get(K, {}).get("success", {}).get("per_seed", [])
             lines.append(f"- {name}: " + " / ".join(f"{v:.2f}" for v in values))
+    K = str(max(p["eval_K"]))
+    lines += ["", f"What the curated documents hold (carry skill, K={K}, share of curate turns): every rule revealed "
+              "so far / the latest rule / instance words (brand, object):"]
+    for name, result in report["evaluations"].items():
+        held = (result.get("documents") or {}).get(K)
+        if held:
+            lines.append(f"- {name}: {held['states_all']:.2f} / {held['states_latest']:.2f} / "
+                         f"{held['instance_words']:.2f}")
     c = report["ceilings"]
     lines += ["", "Ceilings at K=%d by position: document ignored %s; perfect curator %s." % (
         max(p["eval_K"]), " / ".join(f"{x:.2f}" for x in c["ignore_document"]),
@@ -301,6 +375,8 @@ def run_seed(p: Preset, work: Path, args: Any, log) -> dict[str, Any]:
     work.mkdir(parents=True, exist_ok=True)
     report: dict[str, Any] = {"preset": asdict(p), "arms": {}, "evaluations": {}, "ceilings": ceilings(p)}
     start = untrained(p, work, log)
+    for keep, name in ((False, "latest-rule-only"), (True, "perfect-curator")):  # reference rows, no model
+        report["evaluations"][name] = evaluate(name, None, p, work, log, agent=ScriptedCurator(keep), carry=("skill",))
     if not args.no_untrained:
         report["evaluations"]["untrained"] = evaluate("untrained", start, p, work, log)
     for arm in args.arms:
@@ -330,7 +406,12 @@ def combine(runs: dict[int, dict[str, Any]], p: Preset) -> dict[str, Any]:
                     "invalid_format_rate": sum(b["invalid_format_rate"] for b in per_seed) / len(per_seed),
                 }
             by_carry[mode] = blocks
-        evaluations[name] = {"by_carry": by_carry}
+        documents: dict[str, dict[str, float]] = {}
+        for K in first["evaluations"][name].get("documents", {}):
+            per_seed = [r["evaluations"][name].get("documents", {}).get(K) for r in runs.values()]
+            per_seed = [d for d in per_seed if d]
+            documents[K] = {key: sum(d[key] for d in per_seed) / len(per_seed) for key in per_seed[0]}
+        evaluations[name] = {"by_carry": by_carry, "documents": documents}
     arms = {}
     for name in first["arms"]:
         curves = [r["arms"][name]["curve"] for r in runs.values()]

@@ -58,6 +58,7 @@ from typing import Any, Callable, Sequence
 
 from skillrise_gym.agents.base import stable_seed
 from skillrise_gym.backends import backend_class
+from skillrise_gym.documents import document_stats
 from skillrise_gym.env import SequenceEnv
 from skillrise_gym.records import Turn, turn_from_step
 from skillrise_gym.sequences import SequenceSampler, TaskSequence
@@ -691,4 +692,10 @@ def rollout_stats(result: RolloutResult, advantages: Sequence[float], K: int) ->
     stats["anchor/repeated_share"] = sum(g for g in groups if g > 1) / solve if solve else 0.0
     stats["trials/replayed"] = float(result.replayed)
     stats["trials/dropped"] = float(len(result.dropped))
+    # what the curated documents hold (benchmarks whose tasks say what they reveal: the transfer probe)
+    tasks = {task.id: task for plan in result.plans for task in plan.sequence.tasks}
+    held = document_stats([sample.turn for sample in result.samples], tasks.get, backend_class)
+    for name in ("states_all", "states_latest", "instance_words"):
+        if name in held:
+            stats[f"documents/{name}"] = held[name]
     return stats

@@ -8,11 +8,15 @@ training sequences with a format agent that knows nothing about what is right:
 - SOLVE turn:  ``<action>A</action>``: the admissible action the current document names (most words in
   common with the document, not counting words every action shares), or, when it names none, one drawn
   uniformly.
-- CURATE turn: ``<skill>C</skill>`` with C one clause copied at random (uniformly) from the finished task's
-  trajectory: its actions and the observations that followed, cut at sentence and clause marks (. , : ; ! ?).
+- CURATE turn: ``<skill>D; C</skill>``: the previous document D, kept, plus one clause C copied at random
+  (uniformly) from the finished task's trajectory: its actions and the observations that followed, cut at
+  sentence and clause marks (. , : ; ! ?); at most `DOCUMENT_CLAUSES` clauses, the oldest dropped first.
+- SOLVE turns read a document of several clauses by the clause about their task: when clauses name
+  different actions, the one sharing words with the task's own wording decides (`named_action`).
 - Reading examples (`reading` per sequence, carry mode skill): the sequence's first SOLVE prompt again, with
-  a note as its document, a clause from *other* tasks' trajectories that names one admissible action
-  (sometimes joined with a clause that names none), and that action as the target.
+  a note as its document, clauses from *other* tasks' trajectories: one that names an admissible action
+  (sometimes joined with a clause that names none), or, half the time, several naming different actions,
+  one of them sharing a word with this task; the target is the action the note names for this task.
 
 No target depends on the task's answer: a solve target is a function of the document and the admissible
 actions alone, and the notes come from other tasks, so the bin (or command) they name is unrelated to this
@@ -67,13 +71,13 @@ def format_examples(env: Any, sequences: int, seed: int = 0, reading: int = 2) -
                 actions = list(obs["admissible_actions"])
                 if not actions:
                     raise ValueError(f"{base.benchmark}: the format warm start needs admissible actions")
-                named = named_action(actions, str(obs["skill_document"]))
+                named = named_action(actions, str(obs["skill_document"]), task_context(obs))
                 choice = named if named is not None else actions[int(rng.integers(len(actions)))]
                 target = action_answer(choice)
             else:
                 own = trajectory_clauses(base.records[-1].history)
                 clauses.update(dict.fromkeys(own))
-                target = skill_answer(own[int(rng.integers(len(own)))] if own else "none")
+                target = skill_answer(curated_document(str(obs["skill_document"]), own, rng))
             examples.append(Example(str(obs["prompt"]), target, str(obs.get("answer_prefix") or "")))
             obs, _reward, done, _truncated, _info = env.step(target)
         if base.carry == "skill":
@@ -83,27 +87,77 @@ def format_examples(env: Any, sequences: int, seed: int = 0, reading: int = 2) -
 
 def reading_examples(env: Any, task_ids: Sequence[str], clauses: Collection[str], count: int,
                      rng: np.random.Generator) -> list[Example]:
-    """`count` first-task SOLVE examples of the sequence `task_ids` whose document is a note that names one
-    admissible action, drawn from `clauses` (distinct clauses of other tasks' trajectories, so unrelated to
-    this task's answer), and whose target is the named action: the target depends on the note alone."""
+    """`count` first-task SOLVE examples of the sequence `task_ids` whose document is a note that names
+    admissible actions, drawn from `clauses` (distinct clauses of other tasks' trajectories, so unrelated to
+    this task's answer), and whose target is the action the note names for this task (`named_action`): the
+    target depends on the note and the task's wording alone. Half the notes (where the clauses allow) hold
+    several clauses naming different actions, one of them sharing words with the task: reading a document
+    of several rules means finding the one about this item."""
     if not clauses or count <= 0:
         return []
     obs, _ = env.reset(options={"task_ids": list(task_ids)})
     actions = list(obs["admissible_actions"])
+    context = task_context(obs)
     named = {clause: named_action(actions, clause) for clause in clauses}
     naming = [c for c, action in named.items() if action is not None]
     plain = [c for c, action in named.items() if action is None]
+    # clauses about this task: sharing a word with its wording, not counting action words and the words
+    # common in the clauses (in more than a quarter of them: "the", "and", ...)
+    ignored = {word for action in actions for word in _words(action)}
+    counts: dict[str, int] = {}
+    for clause in naming:
+        for word in _words(clause):
+            counts[word] = counts.get(word, 0) + 1
+    ignored |= {word for word, n in counts.items() if n * 4 > len(naming)}
+    about = [c for c in naming if (_words(c) - ignored) & (_words(context) - ignored)]
     out = []
     for _ in range(count if naming else 0):
-        note = naming[int(rng.integers(len(naming)))]
-        target = named[note]
-        if plain and rng.random() < 0.5:  # notes hold other clauses too
-            other = plain[int(rng.integers(len(plain)))]
-            longer = f"{note}; {other}" if rng.random() < 0.5 else f"{other}; {note}"
-            note = longer if named_action(actions, longer) == target else note
+        note, target = None, None
+        for _attempt in range(4 if about and rng.random() < 0.5 else 0):  # several rules, one about this item
+            first = about[int(rng.integers(len(about)))]
+            others = [c for c in naming if named[c] != named[first] and c not in about]
+            if not others:
+                break
+            picked = [others[int(i)] for i in rng.choice(len(others), size=min(len(others), 1 + int(rng.integers(2))),
+                                                         replace=False)]
+            parts = picked + [first]
+            parts = [parts[int(i)] for i in rng.permutation(len(parts))]
+            candidate = "; ".join(parts)
+            if named_action(actions, candidate, context) == named[first]:
+                note, target = candidate, named[first]
+                break
+        if note is None:
+            note = naming[int(rng.integers(len(naming)))]
+            target = named[note]
+            if plain and rng.random() < 0.5:  # notes hold other clauses too
+                other = plain[int(rng.integers(len(plain)))]
+                longer = f"{note}; {other}" if rng.random() < 0.5 else f"{other}; {note}"
+                note = longer if named_action(actions, longer, context) == target else note
         obs, _ = env.reset(options={"task_ids": list(task_ids), "skill_document": note})
         out.append(Example(str(obs["prompt"]), action_answer(target), str(obs.get("answer_prefix") or "")))
     return out
+
+
+#: the most clauses a warm-start curate target keeps (the oldest are dropped first)
+DOCUMENT_CLAUSES = 6
+
+
+def curated_document(previous: str, clauses: Sequence[str], rng: np.random.Generator,
+                     limit: int = DOCUMENT_CLAUSES) -> str:
+    """A warm-start CURATE target: the previous document's clauses, kept, plus one clause of the finished
+    task's trajectory drawn uniformly (moved last if already there), at most `limit` clauses. Which clause
+    is worth adding is not taught: RL's curate credit decides that."""
+    kept = [c.strip() for c in previous.split(";") if c.strip() and c.strip().lower() != "none"]
+    if clauses:
+        added = clauses[int(rng.integers(len(clauses)))]
+        kept = [c for c in kept if c != added] + [added]
+    return "; ".join(kept[-limit:]) or "none"
+
+
+def task_context(obs: dict[str, Any]) -> str:
+    """What a SOLVE turn knows about its own task, besides its document: the task and the latest
+    observation (what `named_action` matches a document's clauses against)."""
+    return f"{obs.get('task', '')} {obs.get('observation', '')}"
 
 
 def trajectory_clauses(history: Sequence[Any]) -> list[str]:
@@ -114,17 +168,47 @@ def trajectory_clauses(history: Sequence[Any]) -> list[str]:
     return [c.strip() for c in re.split(r"[.,:;!?\n]+", text) if c.strip()]
 
 
-def named_action(actions: Sequence[str], document: str) -> str | None:
-    """The admissible action the document names: most words in common with it, ignoring words that every
-    action has; None when no action is named (or several tie)."""
-    words = [set(a.lower().split()) for a in actions]
+def _words(text: str) -> set[str]:
+    import re
+
+    return set(re.findall(r"[a-z0-9]+", text.lower()))
+
+
+def _names(actions: Sequence[str], text: str) -> str | None:
+    """The admissible action `text` names: most words in common with it, ignoring words every action has;
+    None when it names none (or several tie)."""
+    words = [_words(a) for a in actions]
     shared = set.intersection(*words) if words else set()
-    present = set(document.lower().replace(".", " ").replace(",", " ").split())
+    present = _words(text)
     scores = [len((w - shared) & present) for w in words]
     best = max(scores, default=0)
     if best == 0 or scores.count(best) > 1:
         return None
     return actions[scores.index(best)]
+
+
+def named_action(actions: Sequence[str], document: str, context: str = "") -> str | None:
+    """The admissible action the document names for this task. Each clause of the document (cut at ; . ! ?
+    and newlines) names the action it shares most words with (ignoring words every action has; a tie names
+    none). When the clauses that name one name different actions, the one about this task decides: the
+    clause sharing most words with `context` (the task's own wording), not counting action words and
+    words all those clauses have; a tie, or no clause about the task, names nothing (None)."""
+    import re
+
+    clauses = [c for c in re.split(r"[;.!?\n]+", document) if c.strip()]
+    naming = [(c, a) for c in clauses if (a := _names(actions, c)) is not None]
+    if not naming:
+        return None
+    if len({a for _, a in naming}) == 1:
+        return naming[0][1]
+    ignored = {word for action in actions for word in _words(action)}
+    words = [_words(c) - ignored for c, _ in naming]
+    common = set.intersection(*words)
+    present = _words(context) - ignored
+    scores = [len((w - common) & present) for w in words]
+    best = max(scores)
+    winners = {naming[i][1] for i, score in enumerate(scores) if score == best}
+    return winners.pop() if best > 0 and len(winners) == 1 else None
 
 
 @dataclass(frozen=True)
@@ -168,9 +252,11 @@ def check_format(env: Any, answer: Callable[[list[str], list[str]], list[str]], 
                 clauses.update(dict.fromkeys(own))
                 parsed_skill = parse_skill(text)
                 parts = [part.strip() for part in parsed_skill.document.split(";")]
+                kept = {part.strip() for part in str(obs["skill_document"]).split(";")}
                 ok = parsed_skill.valid
                 curated += 1
-                copied += bool(ok and parts and all(part in own for part in parts))
+                # copies: every clause from this trajectory or kept from the previous document
+                copied += bool(ok and parts and all(part in own or part in kept for part in parts))
             valid += bool(ok)
             turns += 1
             obs, _reward, done, _truncated, _info = env.step(text)

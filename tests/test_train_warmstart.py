@@ -48,13 +48,63 @@ def test_reading_targets_follow_the_note_and_not_the_answer():
                 note = re.search(r"Skills: (.*)", ex.prompt).group(1)
                 actions = re.search(r"Actions: (.*)", ex.prompt).group(1).split(" | ")
                 target = re.fullmatch(r"<action>(.*)</action>", ex.target).group(1)
-                assert target == named_action(actions, note) is not None
+                context = re.search(r"Task: (.*)", ex.prompt).group(1) + " " + re.search(r"Now: (.*)", ex.prompt).group(1)
+                assert target == named_action(actions, note, context) is not None
                 agree += target == answer
                 total += 1
     finally:
         env.close()
     assert total == 120
     assert agree / total < 0.5  # about 1/3: the note's bin is unrelated to the task's (three bins)
+
+
+def test_a_document_of_several_rules_is_read_by_the_clause_about_the_task():
+    actions = ["red bin", "blue bin", "green bin"]
+    doc = "and glass items go in the red bin; and wax items go in the green bin"
+    assert named_action(actions, doc, "sort a small Acme jar made of wax into the right bin.") == "green bin"
+    assert named_action(actions, doc, "sort a small Acme jar made of glass into the right bin.") == "red bin"
+    assert named_action(actions, doc, "sort a small Acme jar made of cork into the right bin.") is None  # no rule about it
+    assert named_action(actions, doc) is None  # nothing to tell the clauses apart
+    # clauses naming the same action agree whatever the task
+    assert named_action(actions, "glass goes in the red bin; wax goes in the red bin", "made of cork") == "red bin"
+
+
+def test_a_curate_target_keeps_the_previous_document_and_adds_one_clause():
+    from skillrise_train.warmstart import DOCUMENT_CLAUSES, curated_document
+
+    rng = np.random.default_rng(0)
+    assert curated_document("", ["the jar is glass"], rng) == "the jar is glass"
+    assert curated_document("none", [], rng) == "none"
+    doc = curated_document("and glass items go in the red bin", ["and wax items go in the green bin"], rng)
+    assert doc == "and glass items go in the red bin; and wax items go in the green bin"
+    assert curated_document(doc, ["and glass items go in the red bin"], rng) == (
+        "and wax items go in the green bin; and glass items go in the red bin")  # moved last, not repeated
+    long = "; ".join(f"clause {n}" for n in range(DOCUMENT_CLAUSES))
+    assert curated_document(long, ["new"], rng).split("; ") == [f"clause {n}" for n in range(1, DOCUMENT_CLAUSES)] + ["new"]
+
+
+def test_reading_notes_of_several_rules_teach_finding_the_one_about_the_item():
+    env = SequenceEnv(backend="rulebook", K=2, split="train", max_task_steps=1, backend_options={"rules": 2, "bins": 4},
+                      prompt_style="compact")
+    rng = np.random.default_rng(1)
+    clauses = [f"and {kind} items go in the {colour} bin" for kind in ("glass", "wax", "paper", "metal", "cork",
+                                                                        "stone", "wood", "cloth", "rubber", "leather")
+               for colour in ("red", "blue")]
+    several = 0
+    try:
+        for seed in range(40):
+            _, info = env.reset(seed=seed)
+            kind = env.unwrapped.backend._payload()["kind"]
+            for ex in reading_examples(env, info["task_ids"], clauses, 2, rng):
+                note = re.search(r"Skills: (.*)", ex.prompt).group(1)
+                target = re.fullmatch(r"<action>(.*)</action>", ex.target).group(1)
+                if ";" in note:
+                    several += 1
+                    about = [c for c in note.split("; ") if f" {kind} " in f" {c} "]
+                    assert len(about) == 1 and about[0].endswith(target)
+    finally:
+        env.close()
+    assert several >= 20
 
 
 def test_named_action_ignores_shared_words_and_ties():
@@ -78,7 +128,8 @@ def _scripted(copy: bool, follow: bool):
             else:
                 note = re.search(r"Skills: (.*)", prompt).group(1)
                 actions = re.search(r"Actions: (.*)", prompt).group(1).split(" | ")
-                named = named_action(actions, note)
+                context = re.search(r"Task: (.*)", prompt).group(1) + " " + re.search(r"Now: (.*)", prompt).group(1)
+                named = named_action(actions, note, context)
                 out.append(f"<action>{named if follow and named else actions[0]}</action>")
         return out
     return answer

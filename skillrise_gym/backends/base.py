@@ -147,6 +147,19 @@ class Backend(ABC):
         """The expert's next action for the current state, or None when there is no expert."""
         return None
 
+    @classmethod
+    def facts(cls, task: Task) -> list[tuple[str, ...]]:
+        """What playing `task` reveals that holds for its whole family, each fact the words that state it
+        together (the transfer probe: its kind and its bin's colour); [] where the benchmark does not say.
+        For measuring what carried documents hold (skillrise_gym/documents.py), never shown to agents."""
+        return []
+
+    @classmethod
+    def instance_words(cls, task: Task) -> list[str]:
+        """Words naming this instance only (the probe: its brand and object), which a document that keeps
+        rules should drop; [] where the benchmark does not say."""
+        return []
+
     def close(self) -> None:
         """Release the engine (processes, JVMs, temp files). Idempotent."""
 

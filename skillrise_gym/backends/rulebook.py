@@ -148,6 +148,15 @@ class RulebookBackend(Backend):
     def expert_action(self) -> str | None:
         return bin_command(self._payload()["bin"])
 
+    @classmethod
+    def facts(cls, task: Task) -> list[tuple[str, ...]]:
+        """The rule the task's feedback reveals: its kind and its bin's colour."""
+        return [(task.payload["kind"], task.payload["bin"])]
+
+    @classmethod
+    def instance_words(cls, task: Task) -> list[str]:
+        return [task.payload["brand"], task.payload["object"]]
+
     def _payload(self) -> dict[str, Any]:
         if self._task is None:
             raise RuntimeError("reset() first")

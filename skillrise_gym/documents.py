@@ -1,0 +1,69 @@
+"""What carried documents hold: whether a curate turn's document states the facts its trial has revealed so
+far, and whether it keeps instance details (for the transfer probe, `Backend.facts` gives each task's rule,
+kind and bin colour, and `Backend.instance_words` its brand and object).
+
+A document *states* a fact when one of its clauses (cut at ; . ! ? and newlines) holds every word of the fact
+("glass items go in the blue bin" states ("glass", "blue")). Measured from `Turn` records alone (the bench's and
+the trainer's), so a training run and an evaluation report the same numbers:
+
+- ``states_all``: curate turns whose document states every distinct fact revealed at positions 0..p of the
+  trial (p the task just finished): what a curator that keeps and merges carries;
+- ``states_latest``: curate turns whose document states the fact of task p (what the last task revealed);
+- ``instance_words``: curate turns whose document holds a word that names an instance of tasks 0..p.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import defaultdict
+from typing import Any, Callable, Iterable, Mapping
+
+from skillrise_gym.tasks import Task
+
+_CLAUSE = re.compile(r"[;.!?\n]+")
+_WORD = re.compile(r"[a-z0-9]+")
+
+
+def _words(text: str) -> set[str]:
+    return set(_WORD.findall(text.lower()))
+
+
+def states(document: str, fact: Iterable[str]) -> bool:
+    """Whether one clause of `document` holds every word of `fact`."""
+    wanted = {w.lower() for w in fact}
+    return any(wanted <= _words(clause) for clause in _CLAUSE.split(document))
+
+
+def document_stats(turns: Iterable[Any], task_of: Callable[[str], Task | None],
+                   backend_of: Callable[[str], Any]) -> dict[str, float]:
+    """The shares above over the curate turns of `turns` (`Turn`s or their dicts) whose tasks have facts;
+    {} when none has (the benchmark does not say what its tasks reveal). `task_of(task_id)` gives a task,
+    `backend_of(benchmark)` its backend class."""
+    rows = [t if isinstance(t, Mapping) else t.to_dict() for t in turns]
+    by_trial: dict[str, dict[int, str]] = defaultdict(dict)  # trial -> position -> task id
+    for row in rows:
+        by_trial[row["trial_id"]][int(row["position"])] = row["task_id"]
+    counts = {"states_all": 0, "states_latest": 0, "instance_words": 0}
+    curated = 0
+    for row in rows:
+        if row["role"] != "curate":
+            continue
+        played = by_trial[row["trial_id"]]
+        tasks = [task_of(played[p]) for p in sorted(played) if p <= int(row["position"])]
+        tasks = [t for t in tasks if t is not None]
+        if not tasks:
+            continue
+        backend = backend_of(tasks[-1].benchmark)
+        facts = list(dict.fromkeys(f for t in tasks for f in backend.facts(t)))
+        if not facts:
+            continue
+        document = str(row.get("action") or "")
+        latest = backend.facts(tasks[-1])
+        curated += 1
+        counts["states_all"] += all(states(document, f) for f in facts)
+        counts["states_latest"] += bool(latest) and all(states(document, f) for f in latest)
+        instance = {w.lower() for t in tasks for w in backend.instance_words(t)}
+        counts["instance_words"] += bool(instance & _words(document))
+    if not curated:
+        return {}
+    return {name: n / curated for name, n in counts.items()} | {"curate_turns": float(curated)}

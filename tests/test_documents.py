@@ -1,0 +1,41 @@
+"""What carried documents hold (skillrise_gym/documents.py), measured from turn records."""
+
+from __future__ import annotations
+
+from skillrise_gym.backends.rulebook import RulebookBackend
+from skillrise_gym.documents import document_stats, states
+from skillrise_gym.tasks import Task
+
+
+def _task(n: int, kind: str, colour: str, brand: str = "Acme", obj: str = "jar") -> Task:
+    return Task(benchmark="rulebook", id=f"f-t{n}", family="f", difficulty=0.0, split="train",
+                payload={"kind": kind, "bin": colour, "bins": ["red", "blue"], "object": obj, "brand": brand,
+                         "item": f"a {brand} {obj}", "distractors": []})
+
+
+def _turn(trial: str, role: str, position: int, task: Task, action: str = "") -> dict:
+    return {"trial_id": trial, "role": role, "position": position, "task_id": task.id, "action": action}
+
+
+def test_a_document_states_a_fact_when_one_clause_holds_all_its_words():
+    assert states("and glass items go in the blue bin; paper: red", ("glass", "blue"))
+    assert states("and glass items go in the blue bin; paper: red", ("paper", "red"))
+    assert not states("glass items go in the red bin; paper goes in the blue bin", ("glass", "blue"))
+    assert not states("blue bin", ("glass", "blue"))
+
+
+def test_document_stats_separate_keeping_every_rule_from_carrying_the_latest():
+    glass, paper, glass2 = _task(0, "glass", "blue"), _task(1, "paper", "red"), _task(2, "glass", "blue", "Zumi", "cup")
+    tasks = {t.id: t for t in (glass, paper, glass2)}
+    keeper = [_turn("a", "solve", 0, glass), _turn("a", "curate", 0, glass, "glass items go in the blue bin"),
+              _turn("a", "solve", 1, paper), _turn("a", "curate", 1, paper, "glass -> blue bin; paper -> red bin"),
+              _turn("a", "solve", 2, glass2), _turn("a", "curate", 2, glass2, "glass: blue; paper: red")]
+    latest = [_turn("b", "solve", 0, glass), _turn("b", "curate", 0, glass, "the Acme jar is glass, blue bin"),
+              _turn("b", "solve", 1, paper), _turn("b", "curate", 1, paper, "paper items go in the red bin")]
+    both = document_stats(keeper + latest, tasks.get, lambda name: RulebookBackend)
+    assert both["curate_turns"] == 5
+    assert both["states_all"] == 4 / 5  # every keeper turn; the latest-only one at position 0 (one rule so far)
+    assert both["states_latest"] == 5 / 5
+    assert both["instance_words"] == 1 / 5  # "Acme jar"
+    # benchmarks that do not say what their tasks reveal: nothing measured
+    assert document_stats(keeper, tasks.get, lambda name: type("B", (), {"facts": staticmethod(lambda t: [])})) == {}
