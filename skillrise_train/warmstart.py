@@ -139,7 +139,7 @@ def reading_examples(env: Any, task_ids: Sequence[str], clauses: Collection[str]
 
 
 #: the most clauses a warm-start curate target keeps (the oldest are dropped first)
-DOCUMENT_CLAUSES = 6
+DOCUMENT_CLAUSES = 4
 
 
 def curated_document(previous: str, clauses: Sequence[str], rng: np.random.Generator,
