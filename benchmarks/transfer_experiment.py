@@ -74,6 +74,7 @@ class Preset:
     max_new_tokens: int = 24
     rules: int = 1
     bins: int = 3
+    novel: str = "none"  # held-out answers: the test families' kinds/colours never seen in training
     eval_K: list[int] = field(default_factory=lambda: [1, 2, 4, 6])
     eval_sequences: int = 100
     eval_temperature: float = 0.0
@@ -88,7 +89,7 @@ SCALE = Preset(model="smollm2", lora=True, steps=300, K=3, G=8, S=16, lr=1e-4, w
 
 
 def backend_options(p: Preset) -> dict[str, Any]:
-    return {"rules": p.rules, "bins": p.bins}
+    return {"rules": p.rules, "bins": p.bins, **({"novel": p.novel} if p.novel != "none" else {})}
 
 
 # ------------------------------------------------------------------------------------------ training

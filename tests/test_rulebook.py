@@ -181,3 +181,33 @@ def test_expert_solves_everything():
             obs, _, done, _, info = env.step(action)
         assert info["summary"]["success"] == [True] * 4
     env.close()
+
+
+def test_held_out_answers_use_kinds_and_colours_no_training_family_uses():
+    from skillrise_gym.backends.rulebook import RulebookBackend
+
+    for novel in ("kinds", "colours", "both"):
+        backend = RulebookBackend(novel=novel, num_families=40)
+        train, test = backend.list_tasks("train"), backend.list_tasks("test")
+        kinds = [{t.payload["kind"] for t in tasks} for tasks in (train, test)]
+        colours = [{c for t in tasks for c in t.payload["bins"]} for tasks in (train, test)]
+        assert not (kinds[0] & kinds[1]) == (novel in ("kinds", "both"))
+        assert not (colours[0] & colours[1]) == (novel in ("colours", "both"))
+    # the default draws exactly what it drew before the option existed
+    assert RulebookBackend(num_families=5).list_tasks("test") == RulebookBackend(num_families=5, novel="none").list_tasks("test")
+
+
+def test_held_out_answers_bound_the_sizes_and_other_backends_have_none():
+    import pytest
+
+    from skillrise_gym.backends import check_options
+    from skillrise_gym.backends.rulebook import RulebookBackend
+
+    with pytest.raises(ValueError, match=r"rules must be an integer in \[1, 4\] \(with novel=kinds\)"):
+        RulebookBackend(novel="kinds", rules=5)
+    with pytest.raises(ValueError, match=r"bins must be an integer in \[2, 4\] \(with novel=colours\)"):
+        RulebookBackend(novel="colours", bins=6)
+    with pytest.raises(ValueError, match="novel must be one of none, kinds, colours, both"):
+        RulebookBackend(novel="answers")
+    with pytest.raises(Exception, match="novel"):
+        check_options("webshop", {"novel": "kinds"})

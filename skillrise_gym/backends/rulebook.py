@@ -65,6 +65,21 @@ DISTRACTORS = (
     "A sticker on it says {brand}.",
 )
 SPLIT_SEEDS = {"train": 0, "test": 1}
+#: `novel` option: which answers the test split draws from pools never used in training
+NOVEL = ("none", "kinds", "colours", "both")
+#: with novel kinds, the test split's kinds (the last of KINDS); with novel colours, its bin colours
+NOVEL_KINDS, NOVEL_COLOURS = KINDS[-4:], BIN_COLOURS[-4:]
+
+
+def answer_pools(split: str, novel: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """(kinds, bin colours) the families of `split` draw from: all of them, or, with `novel`, disjoint pools
+    for train and test (held-out answers: a test family's rules use kinds or colours training never saw)."""
+    kinds, colours = KINDS, BIN_COLOURS
+    if novel in ("kinds", "both"):
+        kinds = NOVEL_KINDS if split == "test" else KINDS[: -len(NOVEL_KINDS)]
+    if novel in ("colours", "both"):
+        colours = NOVEL_COLOURS if split == "test" else BIN_COLOURS[: -len(NOVEL_COLOURS)]
+    return kinds, colours
 
 
 def bin_command(colour: str) -> str:
@@ -83,6 +98,10 @@ class RulebookBackend(Backend):
             red, blue, ... in that order; more colours give families different bins too).
         max_distractors: most distractor sentences in a task (its difficulty).
         seed: generates every family; the same seed gives the same tasks everywhere.
+        novel: held-out answers: "kinds", "colours" or "both" make the test split's families use kinds
+            (stone, leather, wax, cork), bin colours (white, black, orange, purple) or both that no training
+            family uses (training then draws from the other 8 kinds and 4 colours); "none" (default): every
+            split draws from all of them.
     """
 
     benchmark: ClassVar[str] = "rulebook"
@@ -91,24 +110,31 @@ class RulebookBackend(Backend):
     prompt_style: ClassVar[str] = "compact"
 
     def __init__(self, num_families: int = 200, tasks_per_family: int = 12, rules: int = 2, bins: int = 4,
-                 palette: int | None = None, max_distractors: int = 2, seed: int = 0) -> None:
+                 palette: int | None = None, max_distractors: int = 2, seed: int = 0, novel: str = "none") -> None:
         palette = bins if palette is None else palette
+        if novel not in NOVEL:
+            raise ValueError(f"rulebook novel must be one of {', '.join(NOVEL)}, got {novel!r}")
+        # every split's pools must serve R kinds and N bins (held-out answers make them smaller)
+        kinds = min(len(answer_pools(split, novel)[0]) for split in self.splits)
+        colours = min(len(answer_pools(split, novel)[1]) for split in self.splits)
         checks = {
             "num_families": (num_families, 1, 1_000_000),
             "tasks_per_family": (tasks_per_family, 1, 10_000),
-            "rules": (rules, 1, len(KINDS)),
-            "bins": (bins, 2, len(BIN_COLOURS)),
+            "rules": (rules, 1, kinds),
+            "bins": (bins, 2, colours),
             "max_distractors": (max_distractors, 0, len(DISTRACTORS)),
-            "palette": (palette, bins if isinstance(bins, int) else 2, len(BIN_COLOURS)),
+            "palette": (palette, bins if isinstance(bins, int) else 2, colours),
         }
         for name, (value, low, high) in checks.items():
             if not isinstance(value, (int, np.integer)) or isinstance(value, bool) or not low <= value <= high:
-                raise ValueError(f"rulebook {name} must be an integer in [{low}, {high}], got {value!r}")
+                held = f" (with novel={novel})" if novel != "none" and name in ("rules", "bins", "palette") else ""
+                raise ValueError(f"rulebook {name} must be an integer in [{low}, {high}]{held}, got {value!r}")
         if not isinstance(seed, (int, np.integer)) or isinstance(seed, bool):
             raise ValueError(f"rulebook seed must be an integer, got {seed!r}")
         self.num_families, self.tasks_per_family = int(num_families), int(tasks_per_family)
         self.rules, self.bins, self.max_distractors, self.seed = int(rules), int(bins), int(max_distractors), int(seed)
         self.palette = int(palette)
+        self.novel = novel
         self._task: Task | None = None
         self._answered = False
 
@@ -116,7 +142,7 @@ class RulebookBackend(Backend):
     def list_tasks(self, split: str) -> list[Task]:
         self.check_split(split)
         return list(_generate(split, self.num_families, self.tasks_per_family, self.rules, self.bins, self.palette,
-                              self.max_distractors, self.seed))
+                              self.max_distractors, self.seed, self.novel))
 
     # ----------------------------------------------------------------- episode
     def reset(self, task: Task) -> StepResult:
@@ -180,15 +206,16 @@ class RulebookBackend(Backend):
 
 @lru_cache(maxsize=16)
 def _generate(split: str, num_families: int, tasks_per_family: int, rules: int, bins: int, palette_size: int,
-              max_distractors: int, seed: int) -> tuple[Task, ...]:
+              max_distractors: int, seed: int, novel: str = "none") -> tuple[Task, ...]:
     objects = OBJECTS if split == "test" else OBJECTS[:-HELD_OUT]
     brands = BRANDS if split == "test" else BRANDS[:-HELD_OUT]
+    kind_pool, colour_pool = answer_pools(split, novel)
     tasks: list[Task] = []
     for f in range(num_families):
         rng = np.random.default_rng([seed, SPLIT_SEEDS[split], f])
         family = f"{split}-f{f:04d}"
-        palette = [BIN_COLOURS[i] for i in sorted(rng.choice(palette_size, size=bins, replace=False))]
-        kinds = [KINDS[i] for i in rng.choice(len(KINDS), size=rules, replace=False)]
+        palette = [colour_pool[i] for i in sorted(rng.choice(palette_size, size=bins, replace=False))]
+        kinds = [kind_pool[i] for i in rng.choice(len(kind_pool), size=rules, replace=False)]
         rulebook = {kind: palette[int(rng.integers(bins))] for kind in kinds}
         for n in range(tasks_per_family):
             kind = kinds[int(rng.integers(rules))]
