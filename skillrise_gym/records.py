@@ -142,18 +142,20 @@ def write_jsonl(path: str | os.PathLike, records: Iterable[Turn | dict], append:
 
 def iter_jsonl(path: str | os.PathLike) -> Iterator[dict[str, Any]]:
     """Yield the JSON objects of a JSONL file; a torn last line (a killed writer) is skipped, any other bad
-    line raises ValueError with its line number."""
+    line (also one nested too deeply to parse) raises ValueError with its line number."""
     with open(path, encoding="utf-8") as handle:
         lines = handle.readlines()
     for number, line in enumerate(lines, 1):
         if not line.strip():
             continue
         try:
-            yield json.loads(line)
-        except json.JSONDecodeError as exc:
+            data = json.loads(line)
+        except (json.JSONDecodeError, RecursionError) as exc:
             if number == len(lines) and not line.endswith("\n"):
                 return  # an interrupted final write
-            raise ValueError(f"{path}:{number}: not valid JSON ({exc.msg})") from None
+            reason = exc.msg if isinstance(exc, json.JSONDecodeError) else "nested too deeply"
+            raise ValueError(f"{path}:{number}: not valid JSON ({reason})") from None
+        yield data
 
 
 def read_turns(path: str | os.PathLike) -> list[Turn]:

@@ -3,7 +3,10 @@
 `ChatServer` is a stdlib `ThreadingHTTPServer` on 127.0.0.1, port 0, serving ``/v1/chat/completions`` from a
 2-layer model. Faults are queued per request (500, 429, a sleep past the client's timeout, malformed JSON,
 empty content, 401) or made permanent, and the server can hold requests after the n-th one (to kill a
-client mid-run). Every wait is bounded. The fixtures `chat_server` and `server` (conftest) start one.
+client mid-run). Hostile replies, for the reliability tests: "drip" (headers, then one byte every `drip_s`
+seconds), "deep" (a 200 body of `deep_bytes` "["), "huge" (a valid completion whose content is `huge_bytes`
+long), "bomb" (a gzip body that expands to `bomb_bytes`), "echo" (an HTTP 400 or, as "echo200", a 200
+malformed body that echoes the request's Authorization header and URL). Every wait is bounded. The fixtures `chat_server` and `server` (conftest) start one.
 """
 
 from __future__ import annotations
@@ -31,6 +34,11 @@ class ChatServer:
         self.faults: deque[str] = deque()  # one fault per coming request
         self.always: str | None = None  # a fault for every request
         self.slow_s = 1.5
+        self.drip_s = 1.0  # "drip": seconds between the bytes of the body
+        self.deep_bytes = 2**20  # "deep": a 200 body of this many "["
+        self.huge_bytes = 50 * 2**20  # "huge": the completion's length in characters
+        self.bomb_bytes = 500 * 2**20  # "bomb": what the gzip body expands to
+        self.drips: list[float] = []  # when each "drip" reply ended (the client hung up or the limit passed)
         self.retry_after = "0"  # the Retry-After header of a 429
         self.hold_after: int | None = None  # requests beyond this many wait for `release`
         self.fail_after: int | None = None  # requests beyond this many get HTTP 500
@@ -79,6 +87,8 @@ class ChatServer:
             self.faults.clear()
             self.always, self.hold_after, self.fail_after = None, None, None
             self.retry_after = "0"
+            self.drip_s = 1.0
+            self.drips.clear()
             self.release.clear()
             self.requests.clear()
             self.auth.clear()
@@ -126,6 +136,22 @@ class ChatServer:
             return self._send(handler, 400, b'{"error": {"message": "The model nosuch does not exist."}}')
         if fault == "slow":
             time.sleep(self.slow_s)
+        if fault == "drip":
+            return self._drip(handler)
+        if fault == "deep":
+            return self._send(handler, 200, b"[" * self.deep_bytes)
+        if fault in ("echo", "echo200"):
+            echoed = json.dumps({"error": {"message": f"bad request to {handler.path}; you sent Authorization: "
+                                                      f"{handler.headers.get('Authorization')}"}}).encode()
+            return self._send(handler, 400 if fault == "echo" else 200, echoed[:-2] if fault == "echo200" else echoed)
+        if fault == "huge":
+            reply = {"id": "chatcmpl-huge", "object": "chat.completion", "model": body.get("model"),
+                     "choices": [{"index": 0, "finish_reason": "stop",
+                                  "message": {"role": "assistant", "content": "x" * self.huge_bytes}}],
+                     "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2}}
+            return self._send(handler, 200, json.dumps(reply).encode())
+        if fault == "bomb":
+            return self._send(handler, 200, _gzip_zeros(self.bomb_bytes), {"Content-Encoding": "gzip"})
         if fault == "malformed":
             return self._send(handler, 200, b'{"choices": [{"message": {"content": "trunc')
         prompt = body["messages"][-1]["content"]
@@ -140,6 +166,26 @@ class ChatServer:
         }
         self._send(handler, 200, json.dumps(reply).encode())
 
+    def _drip(self, handler: BaseHTTPRequestHandler) -> None:
+        """Headers of a 1 MB 200 reply at once, then its body one space every `drip_s` seconds, until the
+        client hangs up (or HOLD_LIMIT_S passes)."""
+        started = time.monotonic()
+        try:
+            handler.send_response(200)
+            handler.send_header("Content-Type", "application/json")
+            handler.send_header("Content-Length", str(2**20))
+            handler.end_headers()
+            handler.wfile.flush()
+            while time.monotonic() - started < HOLD_LIMIT_S:
+                handler.wfile.write(b" ")
+                handler.wfile.flush()
+                time.sleep(self.drip_s)
+        except (BrokenPipeError, ConnectionResetError):
+            pass
+        finally:
+            self.drips.append(time.monotonic())
+            handler.close_connection = True
+
     @staticmethod
     def _send(handler, status: int, payload: bytes, headers: dict | None = None) -> None:
         try:
@@ -153,6 +199,22 @@ class ChatServer:
         except (BrokenPipeError, ConnectionResetError):
             pass  # the client gave up (timeout test)
 
+
+
+_bombs: dict[int, bytes] = {}
+
+
+def _gzip_zeros(size: int) -> bytes:
+    """A gzip body of `size` zero bytes (made once per size: 500 MB compress to about 500 KB)."""
+    if size not in _bombs:
+        import zlib
+
+        packer = zlib.compressobj(9, zlib.DEFLATED, 16 + zlib.MAX_WBITS)
+        block = bytes(2**20)
+        parts = [packer.compress(block) for _ in range(size // len(block))]
+        parts.append(packer.compress(bytes(size % len(block))))
+        _bombs[size] = b"".join(parts) + packer.flush()
+    return _bombs[size]
 
 
 def free_port() -> int:

@@ -7,7 +7,9 @@ are reused. The API key is read from an environment variable whose *name* is con
 other variable supplies it (with none, requests carry no ``Authorization`` header).
 
 Failure handling, per prompt:
-- connection failures, timeouts (`timeout_s` per request), HTTP 408/409/429/5xx: retried by the client
+- `timeout_s` bounds each request's whole wall time (connect, send, wait for headers and read the whole body:
+  a server that drips one byte a second is cut off at the same time as a silent one), not each read.
+- connection failures, timeouts, HTTP 408/409/429/5xx: retried by the client
   (exponential backoff from 0.5 s up to 8 s with jitter; ``Retry-After`` honoured up to 2 minutes, a longer
   one is not waited for), at most `max_retries` times, and no retry starts once `retry_deadline_s` has
   passed (10 minutes: long enough for a server to restart and load its model); the deadline and `close`
@@ -20,23 +22,31 @@ Failure handling, per prompt:
   "" sends an empty one, which stops templates such as SmolLM2's from injecting their own).
 - an empty completion (no content at all): asked again `empty_retries` times; if it stays empty it is
   accepted as "" (the env records an invalid, empty action) and tagged ``extra["empty_completion"]``.
+- a reply is read to at most `max_reply_bytes` (from the socket, and again after gzip/deflate/br
+  decompression); a larger one, or a body nested too deeply to parse, counts as malformed (asked again).
+- every error message is redacted: the API key, any ``Bearer ...`` or ``api_key=...``-like value and the
+  credentials of a ``user:password@`` URL are replaced by ``***`` (servers that echo headers leak nothing).
 Observations of one `act` call are sent concurrently from a thread pool, at most `concurrency` at a time.
-`close` stops new requests and retries; a request on the wire ends at its timeout.
+`close` stops new requests, retries and the client's waits between them; a request on the wire is cut off
+within `CLOSE_POLL_S`.
 """
 
 from __future__ import annotations
 
 import os
+import re
 import threading
 import time
 import warnings
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any, ClassVar, Sequence
+from typing import Any, ClassVar, Iterator, Sequence
 
 from skillrise_gym.agents.base import Agent, AgentError, AgentOutput
 
 RESUMABLE_STATUS = {408, 409, 425, 429}  # and 5xx: a later rerun can succeed
+MAX_REPLY_BYTES = 8 * 2**20  # default cap on one reply, raw and decompressed
+CLOSE_POLL_S = 0.25  # socket reads wait in slices this long, so `close` and the deadline cut them off
 
 
 @dataclass
@@ -49,7 +59,7 @@ class OpenAIConfig:
     temperature: float = 0.0
     top_p: float | None = None
     max_tokens: int = 512  # completion budget per call
-    timeout_s: float = 60.0  # per HTTP request (connect, and each read)
+    timeout_s: float = 60.0  # per HTTP request, in all (connect, send, wait, read the whole body)
     max_retries: int = 100  # extra attempts after the first, for retryable failures (see retry_deadline_s)
     retry_deadline_s: float = 600.0  # no retry of a prompt starts later than this after its first attempt
     backoff_s: float = 1.0  # first wait before re-asking after a malformed body; doubles, at most 8 s
@@ -57,10 +67,15 @@ class OpenAIConfig:
     concurrency: int = 4  # requests in flight at once
     seed: int | None = None  # forwarded to servers that accept a sampling seed
     system_prompt: str | None = None  # a system message before each prompt (None: send none)
+    max_reply_bytes: int = MAX_REPLY_BYTES  # most bytes read for one reply (raw, and after decompression)
 
 
 class _Malformed(Exception):
     """A 200 reply that is not a chat completion."""
+
+
+class _Oversized(Exception):
+    """A reply longer than `max_reply_bytes` (raised from the socket reads or the decoder)."""
 
 
 @dataclass
@@ -72,6 +87,9 @@ class _Call:
     sent: int = 0  # requests sent by the current client call
     last_error: str = ""
     transport_error: BaseException | None = None  # the current request's failure below HTTP
+    deadline: float = float("inf")  # when the current request must be over (its start + timeout_s)
+    received: int = 0  # bytes of the current request read from the socket
+    decoded: int = 0  # bytes of the current reply after decompression
 
 
 class OpenAIAgent(Agent):
@@ -79,27 +97,33 @@ class OpenAIAgent(Agent):
 
     def __init__(self, config: OpenAIConfig) -> None:
         if not config.base_url or not config.base_url.startswith(("http://", "https://")):
-            raise ValueError(f"--base-url must start with http:// or https://, got {config.base_url!r}")
+            raise ValueError(redact(f"--base-url must start with http:// or https://, got {config.base_url!r}",
+                                    _url_secrets(config.base_url)))
         if not config.model:
             raise ValueError("the openai agent needs --model (the model name the server serves)")
-        if config.concurrency < 1 or config.max_retries < 0 or config.timeout_s <= 0 or config.retry_deadline_s < 0:
-            raise ValueError("concurrency must be >= 1, max_retries >= 0, retry deadline >= 0 and timeout > 0")
+        if (config.concurrency < 1 or config.max_retries < 0 or config.timeout_s <= 0 or config.retry_deadline_s < 0
+                or config.max_reply_bytes < 1):
+            raise ValueError("concurrency must be >= 1, max_retries >= 0, retry deadline >= 0, timeout > 0 and "
+                             "max_reply_bytes >= 1")
         self.config = config
         key = read_api_key(config.api_key_env)
         openai = _import_openai()
         self._openai = openai
         self.url = config.base_url.rstrip("/") + "/chat/completions"
-        # the header is set on every request, so neither a placeholder key nor $OPENAI_CUSTOM_HEADERS is sent
-        self._headers = {"Authorization": f"Bearer {key}" if key else openai.omit}
-        http = openai.DefaultHttpxClient(event_hooks={"request": [self._on_request], "response": [self._on_response]})
-        self._client = openai.OpenAI(api_key=key or "no-key", base_url=config.base_url.rstrip("/"),
-                                     max_retries=config.max_retries, timeout=openai.Timeout(config.timeout_s),
-                                     http_client=http)
-        self.batch_size = config.concurrency
-        self._pool = ThreadPoolExecutor(max_workers=config.concurrency, thread_name_prefix="openai-agent")
+        self.shown_url = _strip_credentials(self.url)  # what error messages name
+        self._secrets = [s for s in (key, *_url_secrets(config.base_url)) if s]
         self._lock = threading.Lock()
         self._local = threading.local()
         self._closed = threading.Event()
+        # the header is set on every request, so neither a placeholder key nor $OPENAI_CUSTOM_HEADERS is sent
+        self._headers = {"Authorization": f"Bearer {key}" if key else openai.omit}
+        http = openai.DefaultHttpxClient(event_hooks={"request": [self._on_request], "response": [self._on_response]})
+        _bound_sockets(http, self)
+        self._client = _client_class(openai, self._closed)(
+            api_key=key or "no-key", base_url=config.base_url.rstrip("/"), max_retries=config.max_retries,
+            timeout=openai.Timeout(config.timeout_s), http_client=http)
+        self.batch_size = config.concurrency
+        self._pool = ThreadPoolExecutor(max_workers=config.concurrency, thread_name_prefix="openai-agent")
         self.stats = {"requests": 0, "retries": 0, "empty_completions": 0}
         self._open = 0  # prompts being answered (requests and the client's waits between them)
 
@@ -205,6 +229,8 @@ class OpenAIAgent(Agent):
                 with self._lock:
                     self._open -= 1
                 self._release_if_idle()
+        except _Oversized as exc:
+            raise _Malformed(str(exc)) from None
         except openai.APIStatusError as exc:
             code = exc.status_code
             call.last_error = f"HTTP {code} {_detail(exc.response)}"
@@ -212,12 +238,12 @@ class OpenAIAgent(Agent):
                 raise self._give_up(call) from None
             key_hint = f" (check the key in ${c.api_key_env})"
             hint = {401: key_hint, 403: key_hint, 404: " (check --base-url, which usually ends in /v1, and --model)"}
-            raise AgentError(f"{self.url}: {call.last_error}{hint.get(code, '')}", resumable=False) from None
+            raise self._error(f"{self.shown_url}: {call.last_error}{hint.get(code, '')}", resumable=False) from None
         except openai.APIConnectionError as exc:  # APITimeoutError included; the client's retries are spent
             call.last_error = self._transport_message(exc.__cause__ or exc)
             raise self._give_up(call) from None
         except openai.OpenAIError as exc:
-            raise AgentError(f"{self.url}: {type(exc).__name__}: {exc}") from None
+            raise self._error(f"{self.shown_url}: {type(exc).__name__}: {exc}") from None
         try:
             completion = raw.parse()
             choice = completion.choices[0]
@@ -229,9 +255,12 @@ class OpenAIAgent(Agent):
             u = completion.usage
             usage = {} if u is None else {k: getattr(u, k, None) for k in ("prompt_tokens", "completion_tokens")}
             return content, usage, getattr(choice, "finish_reason", None)
+        except RecursionError:
+            raise _Malformed("malformed response (JSON nested too deeply to parse)") from None
         except (ValueError, KeyError, IndexError, TypeError, AttributeError, openai.APIResponseValidationError) as exc:
             preview = raw.content[:120].decode("utf-8", "replace")
-            raise _Malformed(f"malformed response ({type(exc).__name__}: {exc}); body starts {preview!r}") from None
+            raise _Malformed(f"malformed response ({type(exc).__name__}: {str(exc)[:300]}); body starts "
+                             f"{preview!r}") from None
 
     def _fold(self, call: _Call) -> None:
         """Count the retries the client made in the call that just ended."""
@@ -243,16 +272,31 @@ class OpenAIAgent(Agent):
     def _give_up(self, call: _Call) -> AgentError:
         attempts = call.retries + max(call.sent, 1)  # `sent`: requests of a client call still running
         spent = time.monotonic() - call.started
-        return AgentError(f"{self.url}: giving up after {attempts} attempt(s) in {spent:.0f} s; last error: "
-                          f"{call.last_error}")
+        return self._error(f"{self.shown_url}: giving up after {attempts} attempt(s) in {spent:.0f} s; last error: "
+                           f"{call.last_error}")
+
+    def _error(self, message: str, resumable: bool = True) -> AgentError:
+        """An AgentError whose message holds no secret (see `redact`)."""
+        return AgentError(redact(message, self._secrets), resumable=resumable)
+
+    def _time_left(self, timeout: float | None, expired: type[Exception]) -> float | None:
+        """Seconds the current request may still take (at most `timeout`); raises `expired` past its deadline.
+        Outside a request (no call on this thread): `timeout` as it is."""
+        call: _Call | None = getattr(self._local, "call", None)
+        if call is None or call.deadline == float("inf"):
+            return timeout
+        left = call.deadline - time.monotonic()
+        if left <= 0:
+            raise expired(f"the request took longer than {self.config.timeout_s:g} s in all")
+        return left if timeout is None else min(timeout, left)
 
     def _transport_message(self, exc: BaseException) -> str:
         name = type(exc).__name__  # httpx2's or httpcore2's exception classes
         if "Timeout" in name:
-            return f"no answer within {self.config.timeout_s:g} s (timeout)"
+            return f"no complete answer within {self.config.timeout_s:g} s (timeout)"
         if name == "ConnectError":
-            return f"cannot reach the endpoint ({exc})"
-        return f"connection failed ({type(exc).__name__}: {exc})"
+            return f"cannot reach the endpoint ({str(exc)[:300]})"
+        return f"connection failed ({type(exc).__name__}: {str(exc)[:300]})"
 
     # HTTP hooks of the client's httpx client; they run on the thread of the `complete` call they serve
     def _on_request(self, request: Any) -> None:
@@ -268,6 +312,7 @@ class OpenAIAgent(Agent):
                 raise self._give_up(call)
         call.sent += 1
         call.transport_error = None
+        call.deadline, call.received, call.decoded = time.monotonic() + self.config.timeout_s, 0, 0
         request.extensions["trace"] = self._on_trace
         self._count("requests")
 
@@ -278,7 +323,13 @@ class OpenAIAgent(Agent):
 
     def _on_response(self, response: Any) -> None:
         call: _Call | None = getattr(self._local, "call", None)
-        if call is None or response.status_code < 400:
+        if call is None:
+            return
+        try:  # the body is decoded through a counter: a gzip bomb stops at max_reply_bytes
+            response._decoder = _CappedDecoder(response._get_content_decoder(), call, self.config.max_reply_bytes)
+        except AttributeError:  # pragma: no cover - an httpx2 without a decoder hook: the raw cap still holds
+            pass
+        if response.status_code < 400:
             return
         response.read()
         call.last_error = f"HTTP {response.status_code} {_detail(response)}"
@@ -349,10 +400,158 @@ def _detail(response: Any) -> str:
     except Exception:  # the body is context only
         body = ""
     try:
-        message = response.json()["error"]["message"]
-    except (ValueError, KeyError, TypeError):
+        message = str(response.json()["error"]["message"])[:200]
+    except (ValueError, KeyError, TypeError, RecursionError):
         message = body.strip()[:200]
     return f"{reason}: {message}" if message else reason
+
+
+_BEARER = re.compile(r"(?i)\b(bearer|basic|token)(\s+)[A-Za-z0-9._~+/=:-]+")
+_KEY_VALUE = re.compile(r"(?i)((?:api[_-]?key|access[_-]?token|auth[_-]?token|token|secret|password|passwd|"
+                        r"authorization|x-api-key)[\"']?\s*[:=]\s*[\"']?)(?!(?:bearer|basic|token)\b|\*\*\*)"
+                        r"([^\s\"'&,;}]+)")
+_URL_USERINFO = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://)[^/\s@]+@")
+_SK_KEY = re.compile(r"\bsk-[A-Za-z0-9_-]{8,}")
+
+
+def redact(text: str, secrets: Sequence[str] = ()) -> str:
+    """`text` with every secret replaced by ``***``: the given `secrets` (the API key, URL credentials),
+    ``Bearer``/``Basic`` credentials, ``api_key=``/``"authorization": ...``-like values, ``sk-...`` keys and
+    the ``user:password@`` part of URLs."""
+    text = _URL_USERINFO.sub(r"\1***@", text)
+    text = _BEARER.sub(r"\1\2***", text)
+    text = _KEY_VALUE.sub(r"\1***", text)
+    text = _SK_KEY.sub("sk-***", text)
+    for secret in sorted({s for s in secrets if s}, key=len, reverse=True):
+        text = text.replace(secret, "***")
+    return text
+
+
+def _url_secrets(url: str) -> list[str]:
+    """The user name and password of a URL (as written and percent-decoded); none when it has none."""
+    from urllib.parse import unquote, urlsplit
+
+    try:
+        parts = urlsplit(url.strip())
+        found = [parts.username, parts.password]
+    except ValueError:
+        return []
+    return [v for s in found if s for v in {s, unquote(s)} if len(v) >= 3]
+
+
+def _strip_credentials(url: str) -> str:
+    """`url` without its ``user:password@`` part."""
+    return _URL_USERINFO.sub(r"\1", url)
+
+
+class _CappedDecoder:
+    """Wraps an httpx2 content decoder: counts the decoded bytes of one reply, raises `_Oversized` past the cap."""
+
+    def __init__(self, inner: Any, call: _Call, cap: int) -> None:
+        self.inner, self.call, self.cap = inner, call, cap
+
+    def _count(self, chunks: Any) -> Iterator[bytes]:
+        for chunk in ([chunks] if isinstance(chunks, bytes) else chunks):  # httpx2's decoders yield chunks
+            self.call.decoded += len(chunk)
+            if self.call.decoded > self.cap:
+                raise _Oversized(f"malformed response (longer than {self.cap} bytes once decompressed)")
+            yield chunk
+
+    def decode(self, data: bytes) -> Iterator[bytes]:
+        return self._count(self.inner.decode(data))
+
+    def flush(self) -> Iterator[bytes]:
+        return self._count(self.inner.flush())
+
+
+def _bound_sockets(http: Any, agent: "OpenAIAgent") -> None:
+    """Put `_BoundedBackend` under every connection pool of the httpx2 client `http` (its transport and any
+    proxy mounts), so each request's whole wall time and size are bounded at the socket."""
+    transports = [getattr(http, "_transport", None), *getattr(http, "_mounts", {}).values()]
+    pools = [getattr(t, "_pool", None) for t in transports if t is not None]
+    pools = [p for p in pools if p is not None and hasattr(p, "_network_backend")]
+    if not pools:  # pragma: no cover - guards an httpx2 upgrade (the bench pins openai and with it httpx2)
+        raise RuntimeError("this httpx2 has no connection pool to bound; pin openai>=3.60,<3.61")
+    for pool in pools:
+        pool._network_backend = _BoundedBackend(pool._network_backend, agent)
+
+
+class _BoundedBackend:
+    """An httpcore2 network backend whose streams read, write and connect only until the current request's
+    deadline (`_Call.deadline`, on the calling thread), in slices of `CLOSE_POLL_S` so `close` cuts them off,
+    and count the bytes read against `max_reply_bytes`."""
+
+    def __init__(self, inner: Any, agent: "OpenAIAgent") -> None:
+        self.inner, self.agent = inner, agent
+
+    def connect_tcp(self, host: str, port: int, timeout: float | None = None, **kwargs: Any) -> "_BoundedStream":
+        import httpcore2
+
+        left = self.agent._time_left(timeout, httpcore2.ConnectTimeout)
+        return _BoundedStream(self.inner.connect_tcp(host, port, timeout=left, **kwargs), self.agent)
+
+    def connect_unix_socket(self, path: str, timeout: float | None = None, **kwargs: Any) -> "_BoundedStream":
+        import httpcore2
+
+        left = self.agent._time_left(timeout, httpcore2.ConnectTimeout)
+        return _BoundedStream(self.inner.connect_unix_socket(path, timeout=left, **kwargs), self.agent)
+
+    def sleep(self, seconds: float) -> None:
+        self.inner.sleep(seconds)
+
+
+class _BoundedStream:
+    """One connection's stream under `_BoundedBackend`."""
+
+    def __init__(self, inner: Any, agent: "OpenAIAgent") -> None:
+        self.inner, self.agent = inner, agent
+
+    def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
+        import httpcore2
+
+        while True:
+            if self.agent._closed.is_set():
+                raise AgentError("the agent was closed")
+            left = self.agent._time_left(timeout, httpcore2.ReadTimeout)
+            try:
+                data = self.inner.read(max_bytes, CLOSE_POLL_S if left is None else min(left, CLOSE_POLL_S))
+            except httpcore2.ReadTimeout:
+                continue  # a slice ended: check close and the deadline, then wait on
+            call = getattr(self.agent._local, "call", None)
+            if call is not None:
+                call.received += len(data)
+                if call.received > self.agent.config.max_reply_bytes:
+                    raise _Oversized(f"malformed response (longer than {self.agent.config.max_reply_bytes} bytes)")
+            return data
+
+    def write(self, buffer: bytes, timeout: float | None = None) -> None:
+        import httpcore2
+
+        self.inner.write(buffer, self.agent._time_left(timeout, httpcore2.WriteTimeout))
+
+    def close(self) -> None:
+        self.inner.close()
+
+    def start_tls(self, ssl_context: Any, server_hostname: str | None = None, timeout: float | None = None) -> Any:
+        import httpcore2
+
+        left = self.agent._time_left(timeout, httpcore2.ConnectTimeout)
+        return _BoundedStream(self.inner.start_tls(ssl_context, server_hostname, left), self.agent)
+
+    def get_extra_info(self, info: str) -> Any:
+        return self.inner.get_extra_info(info)
+
+
+def _client_class(openai: Any, closed: threading.Event) -> type:
+    """The openai client class whose waits between retries end as soon as `closed` is set (the client's own
+    wait is a plain sleep, up to 2 minutes for a Retry-After)."""
+
+    class Client(openai.OpenAI):
+        def _sleep_for_retry(self, *, retries_taken: int, max_retries: int, options: Any, response: Any) -> None:
+            headers = response.headers if response is not None else None
+            closed.wait(self._calculate_retry_timeout(max_retries - retries_taken, options, headers))
+
+    return Client
 
 
 def _retry_after(headers: Any) -> float:

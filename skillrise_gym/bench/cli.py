@@ -10,7 +10,9 @@
 
 Re-running a command with the same --out resumes it. Exit status: 0 done, 2 bad arguments or run
 directory, 3 the agent failed (resumable), 4 an environment failed, 5 --out could not be written mid-run
-(full or read-only; resumable once it can), 130 interrupted (resumable).
+(full or read-only; resumable once it can), 130 interrupted (resumable). rescore: 0 turns and results
+agree, 1 they differ (lost records included), 2 no run or a damaged manifest or record, 5 rescored.json
+cannot be written.
 """
 
 from __future__ import annotations
@@ -101,7 +103,7 @@ def build_parser() -> argparse.ArgumentParser:
     llm.add_argument("--base-url", default=None, help="openai: e.g. http://127.0.0.1:8000/v1")
     llm.add_argument("--api-key-env", default="OPENAI_API_KEY",
                      help="openai: NAME of the environment variable holding the key (the key is never logged)")
-    llm.add_argument("--timeout", type=float, default=60.0, help="openai: seconds per request")
+    llm.add_argument("--timeout", type=float, default=60.0, help="openai: seconds one request may take in all (connect, wait, read the whole reply)")
     llm.add_argument("--max-retries", type=int, default=100, help="openai: most retries of a failed request")
     llm.add_argument("--retry-deadline", type=float, default=600.0,
                      help="openai: seconds a failing request is retried in all (long enough for a server restart)")
@@ -180,7 +182,9 @@ def _interrupt(signum: int, frame: Any) -> None:
 
 
 def rescore_main(argv: Sequence[str]) -> int:
-    """`skillrise-bench rescore RUN`: exit 0 when turns and results agree, 1 when they differ, 2 no run."""
+    """`skillrise-bench rescore RUN`: exit 0 when turns and results agree (counts included), 1 when they
+    differ (a lost result line or lost turns is a difference), 2 no run or a damaged manifest or record
+    (one line naming file:line), 5 RUN/rescored.json cannot be written."""
     from skillrise_gym.bench import metrics
     from skillrise_gym.bench.rescore import rescore
     from skillrise_gym.paths import atomic_write
@@ -195,16 +199,28 @@ def rescore_main(argv: Sequence[str]) -> int:
     except (FileNotFoundError, ValueError) as exc:
         print(f"skillrise-bench rescore: error: {exc}", file=sys.stderr)
         return EXIT_USAGE
-    differences = 0
+    except OSError as exc:
+        print(f"skillrise-bench rescore: error: cannot read {exc.filename or args.run}: {exc.strerror or exc}",
+              file=sys.stderr)
+        return EXIT_USAGE
+    differences = rescored = lines = 0
     for mode, summary in by_mode.items():
         print(metrics.markdown_table(summary, f"rescored from turns.jsonl: carry {mode}"))
         for d in summary["differences"]:
-            print(f"  K={d['K']} index={d['index']} {d['field']}: results.jsonl {d['results']!r}, "
-                  f"turns.jsonl {d['turns']!r}")
+            print(f"  {d['note']}" if "note" in d else f"  K={d['K']} index={d['index']} {d['field']}: "
+                  f"results.jsonl {d['results']!r}, turns.jsonl {d['turns']!r}")
         differences += len(summary["differences"])
-    atomic_write(f"{args.run}/rescored.json", json.dumps(by_mode, indent=2) + "\n")
-    print("turns and results agree: no differences" if not differences else
-          f"{differences} difference(s) between turns.jsonl and results.jsonl (listed above)")
+        rescored += summary["sequences"]
+        lines += summary["results_lines"]
+    try:
+        atomic_write(f"{args.run}/rescored.json", json.dumps(by_mode, indent=2) + "\n")
+    except OSError as exc:
+        print(f"skillrise-bench rescore: error: cannot write {args.run}/rescored.json: {exc.strerror or exc}",
+              file=sys.stderr)
+        return EXIT_OUTPUT
+    counts = f"{rescored} sequence(s) rescored, {lines} result line(s)"
+    print(f"turns and results agree: no differences ({counts})" if not differences else
+          f"{differences} difference(s) between turns.jsonl and results.jsonl (listed above; {counts})")
     return 0 if not differences else 1
 
 

@@ -7,6 +7,12 @@ or re-plotted without its engines; a disagreement between the two records is rep
 
 What turns cannot carry: a task that failed to load has no turn (its position is rebuilt as a failure with
 that reason), and wall time is not a turn's (it is taken from the result line when there is one).
+
+Counts are compared too, so a lost record is a difference, never an "agree": a sequence with turns but no
+result line (except the last sequence of turns.jsonl, a commit killed between its two writes, which the
+store drops on resume), a result line with calls but no turns, and fewer result lines than the run's
+summary.json says finished. A damaged manifest or record line (not JSON, nested too deeply, not an object,
+a field missing or of the wrong type) raises `RunDirError`, one line naming file:line.
 """
 
 from __future__ import annotations
@@ -17,7 +23,9 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping
 
 from skillrise_gym.bench import metrics
-from skillrise_gym.records import Turn, iter_jsonl
+from skillrise_gym.bench.store import RunDirError, check_result, read_manifest, read_records
+from skillrise_gym.prompts import ROLES
+from skillrise_gym.records import SCHEMA_VERSION, Turn
 
 #: result fields rebuilt from turns and compared with results.jsonl
 COMPARED = ("success", "score", "steps", "calls", "solve_calls", "curate_calls", "invalid_format",
@@ -64,28 +72,123 @@ def results_from_turns(turns: Iterable[Turn], committed: Mapping[tuple[int, int]
     return out
 
 
-def _load(run: Path) -> tuple[dict[str, Any], list[Turn], dict[tuple[int, int], dict[str, Any]]]:
+ADVICE = "the file was modified or corrupted; restore it to rescore this run"
+_TEXT = ("sequence_id", "trial_id", "task_id", "family", "benchmark", "prompt", "response", "action")
+
+
+def _number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _integer(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def check_turn(data: Mapping[str, Any]) -> None:
+    """Raise ValueError (saying which field) unless `data` is a turn record rescoring can use."""
+    if data.get("role") not in ROLES:
+        raise ValueError(f"role is {data.get('role')!r}, not one of {', '.join(ROLES)}")
+    for name in _TEXT:
+        if not isinstance(data.get(name), str):
+            raise ValueError(f"{name} is {type(data.get(name)).__name__}, not a string")
+    for name in ("position", "step_index"):
+        if not _integer(data.get(name)):
+            raise ValueError(f"{name} is {data.get(name)!r}, not an integer")
+    for name in ("format_valid", "success"):
+        if not isinstance(data.get(name), bool):
+            raise ValueError(f"{name} is {data.get(name)!r}, not true or false")
+    for name in ("reward", "score"):
+        if not _number(data.get(name)):
+            raise ValueError(f"{name} is {data.get(name)!r}, not a number")
+    for name in ("prompt_tokens", "completion_tokens", "schema"):
+        if name in data and not _integer(data[name]):
+            raise ValueError(f"{name} is {data[name]!r}, not an integer")
+    if data.get("schema", SCHEMA_VERSION) > SCHEMA_VERSION:
+        raise ValueError(f"schema {data['schema']} is newer than this library's {SCHEMA_VERSION}")
+    if data.get("engine_error") is not None and not isinstance(data["engine_error"], str):
+        raise ValueError("engine_error is not a string")
+    extra = data.get("extra")
+    if not isinstance(extra, dict):
+        raise ValueError(f"extra is {type(extra).__name__}, not an object")
+    if not _integer(extra.get("K")) or extra["K"] < 1:
+        raise ValueError(f"extra.K is {extra.get('K')!r}, not a positive integer")
+    if not _integer(extra.get("index")) or extra["index"] < 0:
+        raise ValueError(f"extra.index is {extra.get('index')!r}, not an integer >= 0")
+    if not 0 <= data["position"] < extra["K"]:
+        raise ValueError(f"position {data['position']} is outside 0..K-1 (K={extra['K']})")
+    if "latency_s" in extra and not _number(extra["latency_s"]):
+        raise ValueError(f"extra.latency_s is {extra['latency_s']!r}, not a number")
+
+
+def _load(run: Path) -> tuple[dict[str, Any], list[tuple[int, Turn]], dict[tuple[int, int], dict[str, Any]]]:
+    """The run's manifest, its turns (with line numbers) and its result lines by (K, index); a damaged file
+    raises RunDirError naming file:line."""
     manifest_path = run / "manifest.json"
     if not manifest_path.exists():
         raise FileNotFoundError(f"{run} is not a skillrise-bench run directory (no manifest.json)")
-    manifest = json.loads(manifest_path.read_text(encoding="utf-8"))
-    turns = [Turn.from_dict(d) for d in iter_jsonl(run / "turns.jsonl")] if (run / "turns.jsonl").exists() else []
-    results = {}
+    manifest = read_manifest(manifest_path, ADVICE)
+    identity = manifest.get("identity", {})
+    if identity.get("mode", "cross") not in ("cross", "repeat") or not _integer(identity.get("seed", 0)):
+        raise RunDirError(f"{manifest_path}: identity has mode {identity.get('mode')!r} and seed "
+                          f"{identity.get('seed')!r}; {ADVICE}")
+    turns = []
+    if (run / "turns.jsonl").exists():
+        for number, data in read_records(run / "turns.jsonl", check_turn, ADVICE)[0]:
+            try:
+                turns.append((number, Turn.from_dict(data)))
+            except (TypeError, ValueError) as exc:
+                raise RunDirError(f"{run / 'turns.jsonl'}:{number} is not a valid record ({exc}); {ADVICE}") from None
+    results: dict[tuple[int, int], dict[str, Any]] = {}
     if (run / "results.jsonl").exists():
-        for line in iter_jsonl(run / "results.jsonl"):
-            results[(int(line["K"]), int(line["index"]))] = line
+        for _number, line in read_records(run / "results.jsonl", check_result, ADVICE)[0]:
+            results.setdefault((line["K"], line["index"]), line)  # the store keeps the first of a duplicate
     return manifest, turns, results
+
+
+def _summary_finished(run: Path) -> tuple[int, list[int], int] | None:
+    """(finished, K, num_sequences) from the run's summary.json, None when it is absent or unreadable (it is
+    an output, rewritten at the end of each session, not a record)."""
+    try:
+        summary = json.loads((run / "summary.json").read_text(encoding="utf-8"))
+        finished, Ks, n = summary["finished"], summary["K"], summary["num_sequences"]
+    except (OSError, ValueError, RecursionError, KeyError, TypeError):
+        return None
+    if not (_integer(finished) and _integer(n) and isinstance(Ks, list) and all(_integer(k) for k in Ks)):
+        return None
+    return finished, Ks, n
 
 
 def rescore_run(run: str | Path) -> dict[str, Any]:
     """Rebuild one run directory's results from its turns; returns the rescored summary and every difference
-    from results.jsonl (``differences``: one entry per sequence and field that disagree)."""
+    from results.jsonl (``differences``: one entry per sequence and field that disagree, and one per lost
+    record; an entry with a ``note`` says in words what is missing)."""
     run = Path(run).expanduser()
-    manifest, turns, committed = _load(run)
-    # turns of a sequence without its result line were dropped by the store on open (a killed commit)
-    turns = [t for t in turns if (int(t.extra["K"]), int(t.extra["index"])) in committed]
+    manifest, numbered, committed = _load(run)
+    identity = manifest.get("identity", {})
+    differences: list[dict[str, Any]] = []
+    # turns of a sequence without its result line: the last sequence of the file is a commit killed between
+    # its two writes (the store drops it on resume); any other lost its result line
+    orphans: dict[tuple[int, int], int] = defaultdict(int)
+    for _number, t in numbered:
+        key = (int(t.extra["K"]), int(t.extra["index"]))
+        if key not in committed:
+            orphans[key] += 1
+    if numbered:
+        last = numbered[-1][1]
+        last_key = (int(last.extra["K"]), int(last.extra["index"]))
+        tail = 0
+        for _number, t in reversed(numbered):
+            if (int(t.extra["K"]), int(t.extra["index"])) != last_key:
+                break
+            tail += 1
+        if last_key in orphans and orphans[last_key] == tail:
+            del orphans[last_key]  # killed mid-commit: not a finished sequence
+    for (K, index), count in sorted(orphans.items()):
+        differences.append({"K": K, "index": index, "field": "result line", "results": "missing",
+                            "turns": f"{count} turn(s)",
+                            "note": f"K={K} index={index}: {count} turn(s) in turns.jsonl but no line in results.jsonl"})
+    turns = [t for _number, t in numbered if (int(t.extra["K"]), int(t.extra["index"])) in committed]
     rebuilt = results_from_turns(turns, committed)
-    differences = []
     seen = set()
     for result in rebuilt:
         key = (result["K"], result["index"])
@@ -94,15 +197,26 @@ def rescore_run(run: str | Path) -> dict[str, Any]:
             if name in committed[key] and committed[key][name] != result[name]:
                 differences.append({"K": key[0], "index": key[1], "field": name, "results": committed[key][name],
                                     "turns": result[name]})
-    for key in sorted(set(committed) - seen):  # every task failed to load: no turn at all
+    for key in sorted(set(committed) - seen):  # no turn at all: right only when every task failed to load
         line = dict(committed[key])
-        if any(line.get("success", [])):
-            differences.append({"K": key[0], "index": key[1], "field": "turns", "results": "successes",
-                                "turns": "none recorded"})
-        rebuilt.append({**line, "engine_errors": [e or NO_TURNS for e in line.get("engine_errors", [])]})
-    Ks = sorted({int(k) for k in manifest.get("K", [])} | {k for k, _ in committed})
-    summary = metrics.summarize(rebuilt, Ks, manifest.get("mode", "cross"), seed=int(manifest.get("seed", 0)))
-    summary.update(source="turns.jsonl", run=str(run), sequences=len(rebuilt), differences=differences)
+        if any(line["success"]) or line["calls"]:
+            differences.append({"K": key[0], "index": key[1], "field": "turns",
+                                "results": f"{line['calls']} call(s)", "turns": "none recorded",
+                                "note": f"K={key[0]} index={key[1]}: results.jsonl records {line['calls']} call(s) "
+                                        "but turns.jsonl has none"})
+        rebuilt.append({**line, "engine_errors": [e or NO_TURNS for e in line["engine_errors"]]})
+    expected = _summary_finished(run)
+    if expected is not None:
+        finished, Ks_asked, n = expected
+        held = sum(1 for K, i in committed if K in Ks_asked and i < n)
+        if held < finished:
+            differences.append({"K": None, "index": None, "field": "sequences", "results": held, "turns": None,
+                                "note": f"summary.json says {finished} sequence(s) finished, results.jsonl holds "
+                                        f"{held} of them (result lines lost)"})
+    Ks = sorted({K for K, _ in committed})
+    summary = metrics.summarize(rebuilt, Ks, identity.get("mode", "cross"), seed=int(identity.get("seed", 0)))
+    summary.update(source="turns.jsonl", run=str(run), sequences=len(rebuilt), results_lines=len(committed),
+                   differences=differences)
     return summary
 
 
@@ -112,8 +226,16 @@ def rescore(run: str | Path) -> dict[str, dict[str, Any]]:
 
     run = Path(run).expanduser()
     if (run / CARRY_MANIFEST).exists():
+        read_manifest(run / CARRY_MANIFEST, ADVICE)
         modes = sorted(p.name[len(carry_dir_name("")):] for p in run.glob(carry_dir_name("*")) if p.is_dir())
+        if not modes:
+            raise RunDirError(f"{run} holds {CARRY_MANIFEST} but no {carry_dir_name('<mode>')}/ run; nothing to rescore")
         return {mode: rescore_run(run / carry_dir_name(mode)) for mode in modes}
     manifest = run / "manifest.json"
-    carry = json.loads(manifest.read_text()).get("carry", "skill") if manifest.exists() else "skill"
+    carry = "skill"
+    if manifest.exists():
+        data = read_manifest(manifest, ADVICE)
+        carry = data.get("identity", {}).get("carry", data.get("carry", "skill"))
+        if not isinstance(carry, str):
+            raise RunDirError(f"{manifest}: carry is {carry!r}, not a mode name; {ADVICE}")
     return {carry: rescore_run(run)}

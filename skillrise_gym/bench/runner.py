@@ -19,6 +19,10 @@ the top of OUT gets the side-by-side summary (``by_carry``, and each mode's pair
 the first mode), table and plots. Trial ids are the same in every mode (they name the draw, not the mode);
 records say their mode in ``Turn.extra["carry"]`` and in each result line's ``carry``.
 
+Records: a turn stores at most `MAX_STORED_CHARS` characters of the agent's response and of the parsed
+action (the env gets the whole reply); a longer one keeps its start, and ``Turn.extra["truncated"]`` gives
+each cut field's full length in characters.
+
 Failures: a worker process that dies costs only the sequences in flight, which are replayed from their
 start (at most `max_attempts` times each). An `AgentError` (endpoint down after its retries) or Ctrl-C
 stops the run after writing the summary of what finished; re-running the same command resumes.
@@ -42,6 +46,10 @@ from skillrise_gym.records import Turn, turn_from_step
 from skillrise_gym.sequences import TaskSequence
 from skillrise_gym.ray_pool import check_settings
 from skillrise_gym.vector import EnvPool, WorkerError, env_fn, make_pool
+
+#: characters of a turn's response and of its parsed action kept in turns.jsonl (the rest is cut, and
+#: ``extra["truncated"]`` records the full lengths)
+MAX_STORED_CHARS = 100_000
 
 #: bench env name -> what `vector.env_fn` makes (a registered gym id, or a backend name for SequenceEnv)
 ENVS = {
@@ -225,8 +233,8 @@ class BenchRunner:
         except KeyboardInterrupt:
             waiting = getattr(self.agent, "in_flight", lambda: 0)()  # agents not built on Agent have none
             if waiting:
-                self.log(f"stopping: {waiting} model call(s) in flight end within their timeout "
-                         f"(no new calls or retries are made); finished sequences are kept")
+                self.log(f"stopping: {waiting} model call(s) in flight end within their timeout at the latest "
+                         f"(they are cut off now; no new calls or retries are made); finished sequences are kept")
             return "interrupted", "interrupted"
         except OutputError:
             raise  # the run folder cannot be written: no summary either; the caller says so once
@@ -367,11 +375,18 @@ class BenchRunner:
                                  "carry": self.carry, "latency_s": round(out.latency_s, 4)}
         if out.extra:
             extra["agent"] = out.extra
-        return turn_from_step(
+        turn = turn_from_step(
             prompt=str(flight.observation["prompt"]), response=out.text, reward=reward, info=info,
             sequence_id=flight.sequence.id, trial_id=flight.trial_id, benchmark=self.config.benchmark,
             prompt_tokens=out.prompt_tokens, completion_tokens=out.completion_tokens, extra=extra,
         )
+        cut = {name: len(getattr(turn, name)) for name in ("response", "action")
+               if len(getattr(turn, name)) > MAX_STORED_CHARS}
+        for name in cut:
+            setattr(turn, name, getattr(turn, name)[:MAX_STORED_CHARS])
+        if cut:
+            turn.extra["truncated"] = cut
+        return turn
 
     def _commit(self, flight: _Flight, info: dict[str, Any]) -> None:
         tasks = info["summary"]["tasks"]

@@ -102,6 +102,8 @@ def identity_differences(existing: Mapping[str, Any], identity: Mapping[str, Any
     ]
     # the data: by fingerprint (the same files elsewhere are the same data); unknown in older manifests
     old, new = existing.get("data"), identity.get("data")
+    if old is not None and not isinstance(old, dict):
+        old = {"source": repr(old), "fingerprint": "damaged"}
     if old is not None and (old or {}).get("fingerprint") != (new or {}).get("fingerprint"):
         differences.append(
             f"data: {old.get('source')} ({old.get('fingerprint')}) in the directory, "
@@ -170,7 +172,7 @@ class RunStore(_LockedDir):
         path = self.dir / RESULTS
         if not path.exists():
             return
-        good, dropped = _read_lines(path)
+        good, dropped = _read_lines(path, check_result)
         for data in good:
             key = result_key(data["K"], data["index"])
             self.results.setdefault(key, data)  # a duplicate line (never written by us) is ignored
@@ -293,15 +295,29 @@ def _lock(path: Path) -> Any:
     return handle
 
 
-def _check_manifest(path: Path, run_dir: Path, identity: Mapping[str, Any]) -> None:
+def read_manifest(path: Path, advice: str) -> dict[str, Any]:
+    """A run's manifest (or carry.json): a JSON object written by this tool, with an object as its identity;
+    anything else raises RunDirError, one line naming the file, ending with `advice`."""
     try:
         manifest = json.loads(path.read_text(encoding="utf-8"))
+    except RecursionError:
+        raise RunDirError(f"{path} is unreadable (JSON nested too deeply); {advice}") from None
     except (OSError, ValueError) as exc:
-        raise RunDirError(f"{path} is unreadable ({exc}); this directory cannot be resumed, choose another --out") from None
+        raise RunDirError(f"{path} is unreadable ({exc}); {advice}") from None
     if not isinstance(manifest, dict) or manifest.get("tool") != TOOL:
-        raise RunDirError(f"{path} was not written by {TOOL}; choose another --out")
-    if manifest.get("store_version", 0) > STORE_VERSION:
+        raise RunDirError(f"{path} was not written by {TOOL}; {advice}")
+    version = manifest.get("store_version", 0)
+    if not isinstance(version, int) or isinstance(version, bool):
+        raise RunDirError(f"{path}: store_version is {version!r}, not a number; {advice}")
+    if version > STORE_VERSION:
         raise RunDirError(f"{path} was written by a newer {TOOL}; upgrade or choose another --out")
+    if not isinstance(manifest.get("identity", {}), dict):
+        raise RunDirError(f"{path}: identity is a {type(manifest['identity']).__name__}, not an object; {advice}")
+    return manifest
+
+
+def _check_manifest(path: Path, run_dir: Path, identity: Mapping[str, Any]) -> None:
+    manifest = read_manifest(path, "this directory cannot be resumed, choose another --out")
     differences = identity_differences(manifest.get("identity", {}), identity)
     if differences:
         raise RunDirError(
@@ -318,30 +334,88 @@ def _fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
-def _read_lines(path: Path) -> tuple[list[dict[str, Any]], int]:
-    """Parsed JSON lines and how many were dropped: only a torn *last* line may be dropped; a bad line in
-    the middle means the file was edited or corrupted, which resuming must not paper over."""
+RESUME_ADVICE = ("the file was modified or corrupted, so this run cannot be resumed safely. Choose another --out "
+                 "(or restore the file).")
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def check_result(data: Mapping[str, Any]) -> None:
+    """Raise ValueError (saying which field) unless `data` is a result line the runner and the metrics can
+    use: K >= 1, index >= 0, trial and sequence ids, per-task lists of length K, counts and seconds."""
+    K, index = data.get("K"), data.get("index")
+    if not _is_int(K) or K < 1:
+        raise ValueError(f"K is {K!r}, not a positive integer")
+    if not _is_int(index) or index < 0:
+        raise ValueError(f"index is {index!r}, not an integer >= 0")
+    for name in ("trial_id", "sequence_id", "family"):
+        if not isinstance(data.get(name), str):
+            raise ValueError(f"{name} is {data.get(name)!r}, not a string")
+    per_task = {"success": lambda v: isinstance(v, bool), "score": _is_number, "steps": _is_int,
+                "engine_errors": lambda v: v is None or isinstance(v, str)}
+    for name, good in per_task.items():
+        values = data.get(name)
+        if not isinstance(values, list) or len(values) != K or not all(good(v) for v in values):
+            raise ValueError(f"{name} is not a list of K={K} valid entries")
+    for name in ("calls", "invalid_format", "prompt_tokens", "completion_tokens", "solve_calls", "curate_calls",
+                 "invalid_format_solve"):
+        if (name in data or name in ("calls", "invalid_format", "prompt_tokens", "completion_tokens")) \
+                and not _is_int(data.get(name)):
+            raise ValueError(f"{name} is {data.get(name)!r}, not an integer")
+    for name in ("agent_s", "wall_s"):
+        if not _is_number(data.get(name)):
+            raise ValueError(f"{name} is {data.get(name)!r}, not a number")
+    if "task_ids" in data and not isinstance(data["task_ids"], list):
+        raise ValueError("task_ids is not a list")
+
+
+def read_records(path: Path, check: Callable[[Mapping[str, Any]], None] | None = None,
+                 advice: str = RESUME_ADVICE) -> tuple[list[tuple[int, dict[str, Any]]], int]:
+    """The JSON objects of a record file with their line numbers, and how many lines were dropped: only a
+    torn *last* line (no newline after it) may be dropped; any other line that is not a JSON object (also
+    one nested too deeply to parse), or that `check` refuses (ValueError), raises RunDirError naming
+    path:line, then `advice`."""
     try:
         raw = path.read_bytes()
     except OSError as exc:
         raise RunDirError(f"{path} is unreadable: {exc.strerror}") from None
     lines = raw.split(b"\n")
     tail = lines.pop()  # bytes after the last newline: empty, or a torn write
-    good: list[dict[str, Any]] = []
+    good: list[tuple[int, dict[str, Any]]] = []
     for number, line in enumerate(lines, 1):
         if not line.strip():
             continue
         try:
             data = json.loads(line)
-            if not isinstance(data, dict):
-                raise ValueError("not an object")
+        except RecursionError:
+            reason = "is not a JSON record (nested too deeply)"
         except ValueError:
-            raise RunDirError(
-                f"{path}:{number} is not a JSON record; the file was modified or corrupted, so this run cannot "
-                f"be resumed safely. Choose another --out (or restore the file)."
-            ) from None
-        good.append(data)
+            reason = "is not a JSON record"
+        else:
+            reason = "" if isinstance(data, dict) else f"is not a JSON record (a {type(data).__name__}, not an object)"
+            if not reason and check is not None:
+                try:
+                    check(data)
+                except ValueError as exc:
+                    reason = f"is not a valid record ({exc})"
+        if reason:
+            raise RunDirError(f"{path}:{number} {reason}; {advice}")
+        good.append((number, data))
     return good, int(bool(tail.strip()))
+
+
+def _read_lines(path: Path, check: Callable[[Mapping[str, Any]], None] | None = None
+                ) -> tuple[list[dict[str, Any]], int]:
+    """Parsed JSON lines and how many were dropped (`read_records` without line numbers): a bad line in the
+    middle means the file was edited or corrupted, which resuming must not paper over."""
+    good, dropped = read_records(path, check)
+    return [data for _number, data in good], dropped
 
 
 def _append(path: Path, text: str) -> None:
