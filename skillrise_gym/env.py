@@ -25,6 +25,10 @@ Phase machine of an episode (K tasks)::
 - `terminated` becomes True after the K-th task (or its curate step); `truncated` is always False: the
   per-task step limit ends a task, not the episode.
 
+Bad settings are refused when the env is made: K (1 to `MAX_K`), max_task_steps, skill_char_limit (>= 0) and
+max_action_chars (>= 1) must be integers, never bools, else ValueError naming the keyword; reset options that
+are not a dict (or None) raise TypeError.
+
 Bad actions: a non-string raises TypeError; stepping before reset or after the end raises RuntimeError.
 An empty solve command, or one longer than `max_action_chars`, is not sent to the engine: the step counts,
 and the observation says why (``info["invalid_action"]``). An engine that dies (`EngineError`) ends the
@@ -33,6 +37,7 @@ task as a failure tagged ``info["engine_error"]``; the sequence goes on.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -49,8 +54,20 @@ from skillrise_gym.tasks import Task
 ROLES, ROLE_SOLVE, ROLE_CURATE = prompts.ROLES, prompts.ROLE_SOLVE, prompts.ROLE_CURATE
 MAX_ACTION_CHARS = 1000
 TEXT_LIMIT = 1_000_000
+#: the most tasks one sequence may hold (observation spaces are int64; no family comes near it)
+MAX_K = 1_000_000
+#: the largest per-task step limit accepted
+MAX_TASK_STEPS = 1_000_000_000
 RESET_OPTIONS = ("task_ids", "family", "skill_document", "order")
 CARRY_MODES = prompts.CARRY_MODES
+
+
+def _check_int(name: str, value: Any, low: int, high: int) -> None:
+    """ValueError unless `value` is an integer (not a bool) in [low, high]: a `gym.make` keyword is refused
+    when the env is made, in one line naming it."""
+    if not isinstance(value, (int, np.integer)) or isinstance(value, bool) or not low <= value <= high:
+        kind = "a positive integer" if low == 1 else f"an integer >= {low}"
+        raise ValueError(f"{name} must be {kind} (at most {high}), got {value!r}")
 
 
 @dataclass
@@ -139,14 +156,15 @@ class SequenceEnv(gym.Env):
             raise TypeError("backend_options must be a dict of keyword arguments")
         if backend_options and isinstance(backend, str):
             check_options(self._backend_cls, backend_options)  # refused now, not at the first reset
-        if not isinstance(K, (int, np.integer)) or isinstance(K, bool) or K < 1:
-            raise ValueError(f"K must be a positive integer, got {K!r}")
+        _check_int("K", K, 1, MAX_K)
         if mode not in MODES:
             raise ValueError(f"unknown mode {mode!r}; known modes: {', '.join(MODES)}")
         split = self._backend_cls.splits[0] if split is None else split
         self._backend_cls.check_split(split)
-        if max_task_steps is not None and (not isinstance(max_task_steps, (int, np.integer)) or max_task_steps < 1):
-            raise ValueError(f"max_task_steps must be a positive integer, got {max_task_steps!r}")
+        if max_task_steps is not None:
+            _check_int("max_task_steps", max_task_steps, 1, MAX_TASK_STEPS)
+        _check_int("skill_char_limit", skill_char_limit, 0, TEXT_LIMIT)
+        _check_int("max_action_chars", max_action_chars, 1, TEXT_LIMIT)
         if render_mode is not None and render_mode not in self.metadata["render_modes"]:
             raise ValueError(f"unknown render_mode {render_mode!r}")
         self.benchmark = self._backend_cls.benchmark
@@ -221,6 +239,8 @@ class SequenceEnv(gym.Env):
             family: draw this sequence from one family.
             skill_document: start from this document instead of an empty one.
         """
+        if options is not None and not isinstance(options, Mapping):
+            raise TypeError(f"reset options must be a dict or None, got {type(options).__name__}")
         options = dict(options or {})
         unknown = set(options) - set(RESET_OPTIONS)
         if unknown:

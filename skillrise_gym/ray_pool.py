@@ -16,13 +16,20 @@ its actor at its first command, from the same `env_fns` (picklable constructors:
 Where: ``address=None`` or ``"local"`` starts a small Ray instance on this machine, unless this process is
 connected to Ray already (then that connection is used, as Ray's own libraries do); any other address
 (``"host:port"``, ``"ray://host:10001"``, ``"auto"``) is a running cluster. Ray itself keeps waiting for a
-cluster that does not answer, so a ``host:port`` address is probed first and refused within seconds. Ray
-stays up for the life of the process (pools of later K's reuse it); Ray shuts it down at exit.
+cluster that does not answer (for minutes, deaf to signals), so a ``host:port`` address is probed first and
+refused within seconds, with what answered there: nothing, an HTTP server (Ray's dashboard port, 8265, given
+by mistake), a gRPC service that is not the cluster's GCS (Ray's client server, port 10001, wants
+``ray://``), or something else. The probe asks the service for the cluster's id, as Ray's own client first
+does; it is plain sockets with timeouts, so Ctrl-C or SIGTERM stops it at once. A ``ray://`` address needs
+Ray's client (``ray[client]``, which the ``ray`` extra installs). Ray stays up for the life of the process
+(pools of later K's reuse it); Ray shuts it down at exit.
 
 Per-env resources: `num_cpus` (None: Ray's actor default, one CPU to be placed and none held while it
 runs, so envs that mostly wait for the model do not need a core each; ``1`` reserves a core per env) and
 `memory` in bytes (e.g. a ScienceWorld JVM's 1.2 GB, `Backend.env_memory`, so Ray places no more JVMs on a
-node than its memory holds). Actors are spread over the cluster's nodes (Ray's SPREAD strategy).
+node than its memory holds). Actors are spread over the cluster's nodes (Ray's SPREAD strategy). What one
+actor asks for must fit on one node alive now, else `ConfigurationError` at once (a rerun would fail the
+same way; a cluster that would only grow such a node on demand needs it started first).
 
 Failures, as `EnvPool`'s: an env's exception is re-raised here (same type when picklable); an actor that
 dies (killed, its node lost) or does not answer within `timeout` raises `WorkerError` naming the envs lost
@@ -32,19 +39,27 @@ Every wait is bounded by `timeout`: a Ray pool never waits unbounded (None means
 
 from __future__ import annotations
 
+import importlib.util
 import math
 import socket
 import time
 from typing import Any, Mapping, Sequence
 
 from skillrise_gym.backends import require
-from skillrise_gym.backends.base import ConfigurationError
+from skillrise_gym.backends.base import ConfigurationError, MissingDependencyError
 from skillrise_gym.vector import EnvFn, EnvPool, WorkerError, _reply
 
 #: seconds an env may take to answer one call when the caller gives no timeout (the bench's default)
 DEFAULT_TIMEOUT = 600.0
 #: seconds the probe of a cluster address waits for a TCP connection
 CONNECT_TIMEOUT = 5.0
+#: seconds the probe then waits for the service there to answer as a Ray cluster's GCS (or Ray's client server)
+ANSWER_TIMEOUT = 5.0
+#: the GCS method the probe calls: the first call of Ray's own client, answered without a cluster id
+GCS_PROBE_METHOD = "/ray.rpc.NodeInfoGcsService/GetClusterId"
+#: what to give instead of a wrong address
+ADDRESS_HINT = ("give the address `ray start --head` printed on the head node (host:6379 by default), "
+                "ray://host:10001 for Ray's client server, or --ray-address local for a Ray instance on this machine")
 #: object store of a local instance started here: env replies are small texts (Ray's default is 30% of RAM)
 LOCAL_OBJECT_STORE_BYTES = 200 * 1024**2
 #: seconds `close` gives the envs to close their engines (a JVM to exit) before the actors are killed
@@ -74,31 +89,50 @@ def import_ray() -> Any:
 
 def connect(address: str | None = None) -> Any:
     """Connect this process to Ray (see the module docstring for the addresses); returns the `ray` module.
-    An address where no cluster listens raises ConfigurationError within `CONNECT_TIMEOUT` seconds."""
+    An address where no cluster answers raises ConfigurationError within about `CONNECT_TIMEOUT` +
+    `ANSWER_TIMEOUT` seconds, saying what answered instead; a ``ray://`` address without Ray's client
+    installed raises MissingDependencyError naming the extra."""
     ray = import_ray()
     if ray.is_initialized():
         return ray
     if address in (None, "local"):
         ray.init(address="local", object_store_memory=LOCAL_OBJECT_STORE_BYTES, include_dashboard=False)
         return ray
+    client = address.startswith("ray://")
+    if client:
+        require_client()
     _probe(address)
     try:
         ray.init(address=address)
     except ConnectionError as exc:  # "auto" with no cluster running, a refused Ray Client
         raise ConfigurationError(f"cannot connect to Ray at {address!r}: {exc}") from None
+    except ValueError as exc:  # Ray's own word on a missing client (had `require_client` missed it)
+        if client and "ray[client]" in str(exc):
+            require_client(force=True)
+        raise
     return ray
 
 
+def require_client(force: bool = False) -> None:
+    """MissingDependencyError, in one line naming the extra, unless Ray's client (grpcio, `ray[client]`) is
+    installed: a ``ray://`` address needs it."""
+    if force or importlib.util.find_spec("grpc") is None:
+        raise MissingDependencyError(
+            "a ray:// address needs Ray's client (ray[client]: the grpcio package), which is not installed. "
+            "Install it with: pip install 'skillrise-gym[ray]'")
+
+
 def _probe(address: str) -> None:
-    """Refuse at once a ``host:port`` (or ``ray://host:port``) where nothing accepts a connection: Ray's
-    own client retries such an address for minutes without a word."""
+    """Refuse at once a ``host:port`` (or ``ray://host:port``) where no Ray cluster answers: nothing accepts a
+    connection, or the service that does is not the one the address needs (`identify`). Ray's own client
+    retries such an address for minutes without a word."""
     target = address.split("://", 1)[1] if "://" in address else address
     host, sep, port = target.rpartition(":")
     if not sep or not port.isdigit():
         return  # "auto", a bare name: Ray resolves it (and fails fast when it finds no cluster)
     host = host.strip("[]") or "127.0.0.1"
     try:
-        socket.create_connection((host, int(port)), timeout=CONNECT_TIMEOUT).close()
+        sock = socket.create_connection((host, int(port)), timeout=CONNECT_TIMEOUT)
     except OSError as exc:
         reason = exc.strerror or str(exc)
         if isinstance(exc, socket.timeout):
@@ -107,6 +141,215 @@ def _probe(address: str) -> None:
             f"no Ray cluster at {address} ({reason}): start one there "
             "(`ray start --head` on that machine prints its address), or use --ray-address local for a Ray "
             "instance on this machine") from None
+    with sock:
+        kind, detail = identify(sock, f"{host}:{port}", ANSWER_TIMEOUT)
+    client = address.startswith("ray://")
+    if kind == "h2":
+        return  # an HTTP/2 service whose answer could not be read: Ray's own client judges it
+    if client:
+        if kind == "gcs":
+            raise ConfigurationError(
+                f"{address} is a Ray cluster's GCS address, not Ray's client server: use --ray-address {target} "
+                "(without ray://), or the client server's port (ray://host:10001 by default)")
+        if kind == "grpc":
+            return  # Ray's client server is a gRPC service: Ray's client takes it from here
+    elif kind == "gcs":
+        return
+    what = {
+        "http": f"an HTTP server answered there ({detail}), probably Ray's dashboard (port 8265 by default), "
+                f"not {'Ray' if client else 'a cluster'}'s {'client server' if client else 'GCS'}",
+        "grpc": "a gRPC service without the GCS's methods answered there, probably Ray's client server (port "
+                f"10001 by default), which is reached as --ray-address ray://{target}",
+        "closed": "the service there closed the connection without answering Ray's protocol",
+        "silent": f"the service there accepted the connection but did not answer within {ANSWER_TIMEOUT:g} s",
+        "other": f"the service there answered {detail}, which is not Ray's protocol",
+    }[kind]
+    raise ConfigurationError(f"no Ray {'client server' if client else 'cluster'} at "
+                             f"{address}: {what}; {ADDRESS_HINT}")
+
+
+def identify(sock: socket.socket, authority: str, timeout: float) -> tuple[str, str]:
+    """What listens on a connected socket, asked the way Ray's client first asks a GCS (a gRPC call,
+    GetClusterId, over HTTP/2). Returns (kind, detail), kind one of:
+
+    - ``gcs``: a Ray cluster's GCS (it answered the call, or refused it for a reason of its own, such as a
+      missing authentication token, which Ray's own client sends);
+    - ``grpc``: a gRPC service without that method (UNIMPLEMENTED; detail: its message), e.g. Ray's client
+      server or a raylet;
+    - ``h2``: an HTTP/2 service whose answer could not be read (Ray is left to judge it);
+    - ``http``: an HTTP/1 server (detail: its status line); ``other``: something else (detail: its first
+      bytes); ``closed``: closed without a word; ``silent``: no answer within `timeout` seconds.
+    """
+    headers = [(":method", "POST"), (":scheme", "http"), (":path", GCS_PROBE_METHOD), (":authority", authority),
+               ("content-type", "application/grpc"), ("te", "trailers"), *_auth_headers()]
+    block = b"".join(b"\x00" + _hpack_string(name) + _hpack_string(value) for name, value in headers)
+    request = (b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + _frame(4, 0, 0)  # preface, empty SETTINGS
+               + _frame(1, 0x4, 1, block)  # HEADERS, END_HEADERS, stream 1
+               + _frame(0, 0x1, 1, b"\x00\x00\x00\x00\x00"))  # DATA: an empty request message, END_STREAM
+    deadline = time.monotonic() + timeout
+    buffer, http2, offset = b"", False, 0
+    try:
+        sock.sendall(request)
+        while True:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise socket.timeout
+            sock.settimeout(remaining)
+            chunk = sock.recv(65536)
+            if not chunk:
+                return ("h2", "closed") if http2 else ("closed", "")
+            buffer += chunk
+            if not http2:
+                if b"HTTP/".startswith(buffer[:5]):  # an HTTP/1 status line, or the start of one
+                    if len(buffer) < 5 or (b"\n" not in buffer and len(buffer) < 200):
+                        continue
+                    return "http", buffer.split(b"\n", 1)[0].strip()[:80].decode("latin-1")
+                if buffer.lstrip()[:14].lower().startswith((b"<!doctype html", b"<html")):
+                    return "http", "an HTML page without a status line"  # how an HTTP/1 server answers "HTTP/2.0"
+                if len(buffer) < 9:
+                    continue
+                if buffer[3] != 4 or buffer[5:9] != b"\x00\x00\x00\x00":  # a server's first frame: SETTINGS
+                    return "other", repr(buffer[:40])
+                http2 = True
+            while len(buffer) - offset >= 9:
+                length = int.from_bytes(buffer[offset:offset + 3], "big")
+                kind, flags = buffer[offset + 3], buffer[offset + 4]
+                stream = int.from_bytes(buffer[offset + 5:offset + 9], "big") & 0x7FFFFFFF
+                if len(buffer) - offset < 9 + length:
+                    break
+                payload = buffer[offset + 9:offset + 9 + length]
+                offset += 9 + length
+                if kind == 4 and not flags & 0x1:
+                    sock.sendall(_frame(4, 0x1, 0))  # acknowledge the server's settings
+                elif stream == 1 and kind == 0 and length > 0:
+                    return "gcs", ""  # a reply message: the call was answered
+                elif stream == 1 and kind == 1 and flags & 0x1:  # trailers only: the call failed; why?
+                    fields = _header_fields(_header_block(payload, flags))
+                    status = fields.get(b"grpc-status")
+                    message = (fields.get(b"grpc-message") or b"").decode("utf-8", "replace")[:120]
+                    if status is None or not status.isdigit():
+                        return "h2", message
+                    return ("grpc" if int(status) == 12 else "gcs"), message  # 12: UNIMPLEMENTED
+                elif (stream == 1 and kind == 3) or kind == 7:
+                    return "h2", "stream reset" if kind == 3 else "GOAWAY"
+    except socket.timeout:
+        return ("h2", "no answer to the call") if http2 else ("silent", "")
+    except OSError as exc:
+        return ("h2", str(exc)) if http2 else ("closed", "")
+
+
+def _header_block(payload: bytes, flags: int) -> bytes:
+    """A HEADERS frame's header block, without its padding (flag 0x8) and priority fields (flag 0x20)."""
+    pad = 0
+    if flags & 0x8:
+        pad, payload = payload[0], payload[1:]
+    if flags & 0x20:
+        payload = payload[5:]
+    return payload[: len(payload) - pad]
+
+
+def _header_fields(block: bytes) -> dict[bytes, bytes]:
+    """The literal header fields of an HPACK block whose name and value are plain strings (how gRPC's C core
+    sends grpc-status and grpc-message); indexed and Huffman-coded fields are skipped."""
+    fields: dict[bytes, bytes] = {}
+    i = 0
+    try:
+        while i < len(block):
+            first = block[i]
+            if first & 0x80:  # indexed field
+                _, i = _hpack_int(block, i, 7)
+                continue
+            if first & 0xE0 == 0x20:  # dynamic table size update
+                _, i = _hpack_int(block, i, 5)
+                continue
+            index, i = _hpack_int(block, i, 6 if first & 0x40 else 4)
+            name = None
+            if index == 0:
+                name, i = _hpack_read_string(block, i)
+            value, i = _hpack_read_string(block, i)
+            if name is not None and value is not None:
+                fields[name.lower()] = value
+    except IndexError:  # a truncated block: what was read so far
+        pass
+    return fields
+
+
+def _hpack_int(data: bytes, i: int, bits: int) -> tuple[int, int]:
+    """An HPACK integer with a `bits`-bit prefix at data[i]: (value, index after it)."""
+    limit = (1 << bits) - 1
+    value, i = data[i] & limit, i + 1
+    if value < limit:
+        return value, i
+    shift = 0
+    while True:
+        byte, i = data[i], i + 1
+        value += (byte & 0x7F) << shift
+        shift += 7
+        if not byte & 0x80:
+            return value, i
+
+
+def _hpack_read_string(data: bytes, i: int) -> tuple[bytes | None, int]:
+    """An HPACK string at data[i]: (its bytes, or None when Huffman-coded; index after it)."""
+    huffman = data[i] & 0x80
+    size, i = _hpack_int(data, i, 7)
+    if i + size > len(data):
+        raise IndexError("truncated HPACK string")
+    return (None if huffman else data[i:i + size]), i + size
+
+
+def _frame(kind: int, flags: int, stream: int, payload: bytes = b"") -> bytes:
+    """One HTTP/2 frame."""
+    return len(payload).to_bytes(3, "big") + bytes([kind, flags]) + stream.to_bytes(4, "big") + payload
+
+
+def _hpack_string(text: str) -> bytes:
+    """An HPACK string literal (no Huffman coding): its length as a 7-bit-prefix integer, then its bytes."""
+    data = text.encode("utf-8")
+    size, out = len(data), bytearray()
+    if size < 127:
+        out.append(size)
+    else:
+        out.append(127)
+        size -= 127
+        while size >= 128:
+            out.append(size % 128 + 128)
+            size //= 128
+        out.append(size)
+    return bytes(out) + data
+
+
+def _auth_headers() -> list[tuple[str, str]]:
+    """The token Ray's client would send (clusters with token authentication), if any."""
+    try:
+        from ray._raylet import AuthenticationTokenLoader
+
+        loader = AuthenticationTokenLoader.instance()
+        if not loader.has_token():
+            return []
+        return [(str(k).lower(), str(v)) for k, v in loader.get_token_for_http_header().items()]
+    except Exception:  # noqa: BLE001 - a Ray without token authentication, or none configured
+        return []
+
+
+def check_placement(ray: Any, num_cpus: float | None, memory: float | None) -> None:
+    """ConfigurationError unless one env's actor fits on some node alive now: Ray would keep it pending for
+    good (and a rerun would fail the same way). An actor needs 1 CPU to be placed unless `num_cpus` says
+    otherwise, and `memory` bytes of the node's memory resource."""
+    need = {"CPU": 1.0 if num_cpus is None else float(num_cpus), "memory": float(memory or 0)}
+    try:
+        nodes = [node.get("Resources") or {} for node in ray.nodes() if node.get("Alive")]
+    except Exception:  # noqa: BLE001 - a connection that cannot list nodes: the actors' start-up wait judges
+        return
+    if any(all(resources.get(name, 0.0) >= amount for name, amount in need.items() if amount > 0)
+           for resources in nodes):
+        return
+    largest = {name: max((resources.get(name, 0.0) for resources in nodes), default=0.0) for name in need}
+    asked = ", ".join(f"{name}={amount:g}" for name, amount in need.items() if amount > 0)
+    has = ", ".join(f"{name}={largest[name]:g}" for name in need if need[name] > 0)
+    raise ConfigurationError(
+        f"no node of the Ray cluster can ever place one env's actor: it asks {asked}, and the largest node has "
+        f"{has} ({len(nodes)} node(s) alive): lower --ray-num-cpus / --ray-memory, or add a larger node")
 
 
 class _EnvActor:
@@ -146,6 +389,7 @@ class RayEnvPool(EnvPool):
         self.timeout = float(timeout)
         self.address = address
         self._ray = connect(address)
+        check_placement(self._ray, num_cpus, memory)
         options: dict[str, Any] = {"scheduling_strategy": "SPREAD", "max_restarts": 0}
         if num_cpus is not None:
             options["num_cpus"] = num_cpus

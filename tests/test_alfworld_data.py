@@ -133,6 +133,23 @@ def test_expansion_is_capped_before_anything_is_written(tmp_path, monkeypatch):
     assert alfdata.DEFAULT_MAX_EXTRACT_BYTES >= 3 * 332_416_329  # the official tree fits with room
 
 
+def test_a_cap_that_is_not_a_number_is_a_bad_setting_exit_2_in_one_line(tmp_path, monkeypatch, capsys):
+    """A ConfigurationError, which the bench and trainer report in one line with exit 2 (not a traceback)."""
+    import argparse
+
+    from skillrise_gym.backends.alfworld.datatool import run
+    from skillrise_gym.backends.base import ConfigurationError
+
+    monkeypatch.setenv("SKILLRISE_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setenv("SKILLRISE_MAX_EXTRACT_BYTES", "abc")
+    with pytest.raises(ConfigurationError):
+        alfdata.max_extract_bytes()
+    archive = _archive(tmp_path, {"json_2.1.1": None, "json_2.1.1/a": b"x"})
+    assert run(argparse.Namespace(data_dir=None, extract=str(archive), download=False)) == 2
+    err = capsys.readouterr().err.strip()
+    assert "SKILLRISE_MAX_EXTRACT_BYTES" in err and len(err.splitlines()) == 1
+
+
 def test_importing_the_backend_package_does_not_import_the_engine():
     code = "import sys, skillrise_gym.backends.alfworld; print(any(m in sys.modules for m in ('textworld', 'alfworld', 'fast_downward')))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator
 
-from skillrise_gym.backends.base import DataNotFoundError
+from skillrise_gym.backends.base import ConfigurationError, DataNotFoundError
 from skillrise_gym.paths import atomic_write, cache_dir, sha256_file
 
 DATA_VERSION = "json_2.1.1"
@@ -119,6 +119,10 @@ MAX_ARCHIVE_MEMBERS = 200_000
 NAME_MAX = 255  # bytes in one path component (ext4, xfs, apfs)
 
 
+class ExtractCapError(ConfigurationError, ValueError):
+    """`$SKILLRISE_MAX_EXTRACT_BYTES` is not a positive number of bytes (a bad setting: exit 2, one line)."""
+
+
 def max_extract_bytes() -> int:
     """The expansion cap: `$SKILLRISE_MAX_EXTRACT_BYTES` (an integer number of bytes) or 1 GiB."""
     raw = os.environ.get("SKILLRISE_MAX_EXTRACT_BYTES", "").strip()
@@ -129,7 +133,7 @@ def max_extract_bytes() -> int:
     except ValueError:
         value = 0
     if value < 1:
-        raise ValueError(f"SKILLRISE_MAX_EXTRACT_BYTES must be a positive number of bytes, got {raw!r}")
+        raise ExtractCapError(f"SKILLRISE_MAX_EXTRACT_BYTES must be a positive number of bytes, got {raw!r}")
     return value
 
 

@@ -24,7 +24,7 @@ from skillrise_gym.backends.alfworld.data import (
     load_index,
     resolve_data_root,
 )
-from skillrise_gym.backends.base import DataNotFoundError
+from skillrise_gym.backends.base import ConfigurationError, DataNotFoundError
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -106,6 +106,9 @@ def run(args: argparse.Namespace) -> int:
             print(f"extracted {args.extract} -> {root}")
         else:
             root = resolve_data_root(given)
+    except ConfigurationError as exc:  # a bad setting ($SKILLRISE_MAX_EXTRACT_BYTES)
+        print(str(exc), file=sys.stderr)
+        return 2
     except DataNotFoundError as exc:
         print(str(exc), file=sys.stderr)
         return 1

@@ -13,7 +13,10 @@ This module starts the same jar and the same `PythonInterface` entry point with 
   (the valid-action list) can be made without changing the world's future;
 * bulk transfer of string lists (py4j otherwise fetches a Java list element by element);
 * a silenced engine stdout (the engine prints ~15 KB of debug text per step, which py4j would pipe through a
-  Python thread).
+  Python thread);
+* JVM faults told from bad input: a Java `VirtualMachineError` (OutOfMemoryError, StackOverflowError, ...)
+  thrown by any call, task loads included, stops the JVM and raises `EngineError` (the task is lost; the
+  next reset starts a fresh JVM), where other Java exceptions pass through for the caller to translate.
 
 py4j is imported here only, when a JVM is started.
 """
@@ -44,6 +47,22 @@ JAVA_INSTALL_HINT = (
     "install a Java runtime (8 or newer), e.g. `apt-get install openjdk-17-jre-headless` "
     "(macOS: `brew install openjdk@17`), or point JAVA_HOME (or SCIWORLD_JAVA_HOME) at an existing one"
 )
+
+
+#: Java errors that mean the JVM itself failed (`java.lang.VirtualMachineError` and its subclasses), not the input
+_VM_ERROR = re.compile(r"java\.lang\.(?:OutOfMemoryError|StackOverflowError|InternalError|UnknownError|"
+                       r"VirtualMachineError)\b[^\n]*")
+
+
+def jvm_fault(exc: BaseException) -> str | None:
+    """What a `Py4JJavaError` says when it is a JVM fault (e.g. "java.lang.OutOfMemoryError: Java heap space"),
+    else None. A JVM that cannot even describe its exception is at fault too."""
+    try:
+        text = str(exc.java_exception)  # the Java exception's toString(), its causes' names often included
+    except Exception as describe:  # noqa: BLE001 - any failure here means the JVM is not answering sanely
+        return f"the JVM could not describe its exception ({type(describe).__name__})"
+    found = _VM_ERROR.search(text)
+    return found.group(0).strip() if found else None
 
 
 class JavaNotFoundError(MissingDependencyError):
@@ -284,7 +303,8 @@ class ScienceWorldJVM:
         """Run one engine call; a dead, hung (timeout) or unreachable JVM becomes EngineError and is killed.
 
         Java exceptions raised by the engine itself (`Py4JJavaError`) pass through for the caller to
-        translate: they mean bad input, not a dead JVM.
+        translate: they mean bad input, not a dead JVM. Those that are JVM faults (`jvm_fault`: out of
+        memory, stack overflow) do not: the JVM is stopped and EngineError says what happened.
         """
         from py4j.protocol import Py4JError, Py4JJavaError
 
@@ -292,8 +312,15 @@ class ScienceWorldJVM:
             raise EngineError(f"ScienceWorld JVM is not running ({self.dead_reason or 'exited'}); reset to restart it")
         try:
             return fn(*args)
-        except Py4JJavaError:
-            raise
+        except Py4JJavaError as exc:
+            fault = jvm_fault(exc)
+            if fault is None:
+                raise
+            self.close()
+            self.dead_reason = f"JVM fault: {fault}"
+            hint = "; a larger max_heap (backend option) may help" if "OutOfMemoryError" in fault else ""
+            raise EngineError(f"ScienceWorld engine failed during {what}: {fault} (the JVM was stopped; the next "
+                              f"reset starts a new one{hint})") from None
         except (Py4JError, OSError) as exc:
             code = self.process.poll()
             self.dead_reason = (

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from skillrise_gym.backends.base import SkillRiseError
-from skillrise_gym.paths import cache_dir, sha256_file
+from skillrise_gym.paths import atomic_write, cache_dir, sha256_file
 
 log = logging.getLogger(__name__)
 
@@ -80,8 +80,15 @@ def upstream_paths(data_dir: str | os.PathLike | None, human_goals: bool) -> dic
             "human": present.get(HUMAN_FILE)}
 
 
+#: the generated catalog's manifest (each file's SHA-256), written once its files are complete
+MANIFEST = "manifest.json"
+
+
 def generated_paths(seed: int, size: int) -> dict[str, Path]:
-    """The generated catalog's files in the cache, generating them once per (generator version, seed, size)."""
+    """The generated catalog's files in the cache, generating them once per (generator version, seed, size).
+
+    The cache is trusted only when its manifest lists every file's SHA-256 and the files match it: a damaged
+    cache (edited, truncated, valid JSON of the wrong shape, a folder from before manifests) is rebuilt."""
     from skillrise_gym.backends.webshop import generator
 
     # the generator's source hash is part of the key, so editing it can never serve a stale catalog
@@ -92,9 +99,31 @@ def generated_paths(seed: int, size: int) -> dict[str, Path]:
         "attributes": folder / f"items_ins_v2_{size}.json",
         "human": folder / "items_human_ins.json",
     }
-    if not all(p.is_file() for p in paths.values()):
-        generator.write_catalog(folder, seed=seed, size=size)
+    if not _cache_intact(folder, paths):
+        rebuild_generated(folder, seed, size)
     return paths
+
+
+def rebuild_generated(folder: Path, seed: int, size: int) -> None:
+    """(Re)generate the catalog's files in `folder`, then write its manifest (atomically, last)."""
+    from skillrise_gym.backends.webshop import generator
+
+    if (folder / MANIFEST).exists():
+        log.warning("WebShop catalog cache %s is damaged; rebuilding it", folder)
+    paths = generator.write_catalog(folder, seed=seed, size=size)
+    manifest = {"files": {path.name: sha256_file(path) for path in paths.values()}}
+    atomic_write(folder / MANIFEST, json.dumps(manifest))
+
+
+def _cache_intact(folder: Path, paths: dict[str, Path]) -> bool:
+    """Whether every file of a generated catalog is there and matches the folder's manifest."""
+    try:
+        manifest = json.loads((folder / MANIFEST).read_text(encoding="utf-8"))
+        files = manifest["files"]
+        return all(isinstance(files.get(p.name), str) and p.is_file() and sha256_file(p) == files[p.name]
+                   for p in paths.values())
+    except (OSError, ValueError, RecursionError, TypeError, KeyError, AttributeError):
+        return False
 
 
 def _read_json(path: Path) -> Any:
@@ -103,6 +132,8 @@ def _read_json(path: Path) -> Any:
             return json.load(handle)
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise DataIntegrityError(f"{path} is not valid JSON ({exc}); the file is corrupt or truncated") from exc
+    except RecursionError:
+        raise DataIntegrityError(f"{path} nests JSON too deeply to be a WebShop catalog file; it is damaged") from None
 
 
 def parse_pricing(pricing: Any) -> tuple[list[float], str]:
@@ -185,19 +216,42 @@ def load_products(raw_products: list[dict], attributes: dict[str, dict], human: 
 
 def load_catalog(data_dir: str | os.PathLike | None, num_products: int, catalog_seed: int, human_goals: bool,
                  rng: random.Random) -> Catalog:
-    """The upstream catalog when `data_dir` holds it (verified), else the generated one (cached on disk)."""
+    """The upstream catalog when `data_dir` holds it (verified), else the generated one (cached on disk).
+
+    Files of the wrong shape raise DataIntegrityError naming them; a generated catalog's cache that fails so
+    is rebuilt once first (`rng` is only drawn from by a load that succeeds)."""
     paths = upstream_paths(data_dir, human_goals)
     if paths is not None:
         source = f"upstream:{paths['products'].parent}"
-        cache_key = "upstream-1000"
-    else:
-        paths = generated_paths(catalog_seed, num_products)
-        source = f"generated:seed={catalog_seed},size={num_products}"
-        cache_key = paths["products"].parent.name
+        return _load(paths, human_goals, rng, source, "upstream-1000")
+    paths = generated_paths(catalog_seed, num_products)
+    source = f"generated:seed={catalog_seed},size={num_products}"
+    folder = paths["products"].parent
+    state = rng.getstate()
+    try:
+        return _load(paths, human_goals, rng, source, folder.name)
+    except DataIntegrityError as exc:
+        log.warning("WebShop catalog cache %s is unreadable (%s); rebuilding it", folder, exc)
+    rng.setstate(state)
+    rebuild_generated(folder, catalog_seed, num_products)
+    return _load(paths, human_goals, rng, source, folder.name)
+
+
+def _load(paths: dict[str, Path | None], human_goals: bool, rng: random.Random, source: str,
+          cache_key: str) -> Catalog:
+    """Read and load a catalog's files; DataIntegrityError when they do not have a WebShop catalog's shape."""
     raw_products = _read_json(paths["products"])
     attributes = _read_json(paths["attributes"])
     human = _read_json(paths["human"]) if human_goals and paths.get("human") else None
     if not isinstance(raw_products, list) or not isinstance(attributes, dict):
         raise DataIntegrityError(f"{paths['products']} must hold a JSON list and {paths['attributes']} a JSON object")
-    products, prices = load_products(raw_products, attributes, human, human_goals, rng)
-    return Catalog(products=products, prices=prices, source=source, cache_key=cache_key)
+    if human is not None and not isinstance(human, dict):
+        raise DataIntegrityError(f"{paths['human']} must hold a JSON object")
+    try:
+        products, prices = load_products(raw_products, attributes, human, human_goals, rng)
+        catalog = Catalog(products=products, prices=prices, source=source, cache_key=cache_key)
+    except (TypeError, KeyError, AttributeError, IndexError, ValueError, ArithmeticError) as exc:
+        files = ", ".join(str(p) for p in paths.values() if p is not None)
+        raise DataIntegrityError(f"the WebShop catalog files {files} do not have a catalog's shape "
+                                 f"({type(exc).__name__}: {exc}); they are damaged") from None
+    return catalog

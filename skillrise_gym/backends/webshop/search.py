@@ -179,11 +179,12 @@ class SearchEngine:
         if cache_folder is not None and (cache_folder / "done.json").is_file():
             try:
                 meta = json.loads((cache_folder / "done.json").read_text())
-                if meta.get("n_docs") == self.n_docs and meta.get("version") == INDEX_VERSION:
+                if (isinstance(meta, dict) and meta.get("n_docs") == self.n_docs
+                        and meta.get("version") == INDEX_VERSION):
                     self.bm25 = _lucene_bm25_class().load(str(cache_folder), show_progress=False)
                     loaded = True
-            except (OSError, ValueError):
-                loaded = False
+            except (OSError, ValueError, RecursionError, TypeError, KeyError, AttributeError):
+                loaded = False  # a damaged index cache: rebuilt below
         if not loaded:
             corpus = [self.analyzer(document_text(p)) for p in products]
             self.bm25 = _lucene_bm25_class()(k1=0.9, b=0.4, method="lucene")
