@@ -7,4 +7,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 TOKENIZERS_PARALLELISM=false
-exec .venv/bin/skillrise-train --env webshop --max-task-steps 5 "$@"
+# Each run in a folder of its own (runs/quickstart/<time>): the trainer refuses a folder that holds a run
+# (--resume or --overwrite), and a second quick start should not lose the first. --output-dir overrides.
+out=(--output-dir "runs/quickstart/$(date +%Y%m%d-%H%M%S)")
+for arg in "$@"; do case "$arg" in --output-dir|--output_dir|--output-dir=*|--output_dir=*) out=() ;; esac; done
+exec .venv/bin/skillrise-train --env webshop --max-task-steps 5 "${out[@]}" "$@"

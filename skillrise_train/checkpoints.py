@@ -10,6 +10,12 @@ Records are written as a run goes (turns.jsonl when a rollout is played, metrics
 a step is logged), so after a kill they can run ahead of the newest complete checkpoint; a resumed run
 replays those steps. `trim_records` first drops every record of a step the checkpoint does not hold, so
 each step's records appear once, whatever the moment of the kill.
+
+The output folder holds one run: `lock_output_dir` keeps a second trainer out of it while one runs (the
+bench's lock, `skillrise_gym.bench.store`), `run_contents` says whether it holds a run (which then needs
+--resume, or --overwrite: `clear_run`), and `rotate` enforces `save_total_limit` only among complete
+checkpoints, after the new one is marked (transformers would delete the older ones before the marker is
+written, so a kill in between could leave no complete checkpoint at all).
 """
 
 from __future__ import annotations
@@ -17,13 +23,93 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 from pathlib import Path
 from typing import Any
 
+from skillrise_gym.backends.base import SkillRiseError
 from skillrise_gym.paths import atomic_write
 
 MARKER = "skillrise-complete.json"
 _CHECKPOINT = re.compile(r"^checkpoint-(\d+)$")
+#: the records of a run (a folder holding one of them, a checkpoint-N or final/ holds a run)
+RECORDS = ("metrics.jsonl", "turns.jsonl", "eval.jsonl")
+#: everything else the trainer writes in its output folder; --overwrite deletes these, the records and the
+#: checkpoint-N folders, and nothing else (runs/ is TensorBoard's default logging folder under report_to)
+OUTPUTS = ("config.json", "final", "final-merged", "final-merged.tmp", "eval", "warmstart.json", "README.md", "runs")
+#: the GRPOConfig attribute that carries trl_options' save_total_limit to `completion_callback` (TRL's own
+#: save_total_limit stays None: see the module docstring)
+SAVE_LIMIT_ATTRIBUTE = "skillrise_save_total_limit"
+
+
+class RunFolderError(SkillRiseError, ValueError):
+    """The output folder cannot be used as asked (another trainer holds it, it holds a run and neither
+    --resume nor --overwrite was given, ...); the message says what to do."""
+
+
+def lock_output_dir(out: str | os.PathLike) -> Any:
+    """Hold `out`'s lock file (the bench's, `skillrise_gym.bench.store`) until the returned handle is closed;
+    a folder another process holds is a `RunFolderError`."""
+    from skillrise_gym.bench.store import RunDirError, _lock
+
+    try:
+        return _lock(Path(out))
+    except RunDirError:
+        raise RunFolderError(f"another skillrise-train process is writing to --output-dir {out} (it holds "
+                             f"{Path(out) / '.lock'}); wait for it to end or choose another --output-dir") from None
+
+
+def run_contents(out: str | os.PathLike) -> list[str]:
+    """What in `out` shows that it holds a run (records, checkpoint-N folders, final/), sorted; [] when none."""
+    out = Path(out)
+    if not out.is_dir():
+        return []
+    found = [name for name in RECORDS + ("final",) if (out / name).exists()]
+    return sorted(found + [folder.name for _step, folder in checkpoints(out)])
+
+
+def clear_run(out: str | os.PathLike) -> list[str]:
+    """Delete the run in `out`: its records, checkpoint-N folders and other outputs (`OUTPUTS`), nothing
+    else; checkpoints go first, each losing its completion marker before its files. Returns what went."""
+    out = Path(out)
+    removed = []
+    for _step, folder in checkpoints(out):
+        _remove_checkpoint(folder)
+        removed.append(folder.name)
+    for name in RECORDS + OUTPUTS:
+        path = out / name
+        if path.is_dir() and not path.is_symlink():
+            shutil.rmtree(path)
+        elif path.exists() or path.is_symlink():
+            path.unlink()
+        else:
+            continue
+        removed.append(name)
+    return removed
+
+
+def _remove_checkpoint(folder: Path) -> None:
+    """Delete a checkpoint folder, its marker first: a kill halfway leaves a folder that is not complete."""
+    (folder / MARKER).unlink(missing_ok=True)
+    shutil.rmtree(folder)
+
+
+def rotate(out: str | os.PathLike, keep: int) -> list[Path]:
+    """`save_total_limit` done safely: keep the `keep` newest complete checkpoints and delete every checkpoint
+    folder older than the oldest of them (an incomplete one among them stays; resume skips it). Returns
+    the folders deleted."""
+    if keep < 1:
+        raise ValueError(f"keep must be at least 1, got {keep}")
+    complete = [(step, folder) for step, folder in checkpoints(out) if check_complete(folder) is None]
+    if len(complete) <= keep:
+        return []
+    oldest_kept = complete[keep - 1][0]
+    removed = []
+    for step, folder in checkpoints(out):
+        if step < oldest_kept:
+            _remove_checkpoint(folder)
+            removed.append(folder)
+    return removed
 
 
 def mark_complete(folder: str | os.PathLike, global_step: int) -> Path:
@@ -123,11 +209,18 @@ def trim_records(out: str | os.PathLike, global_step: int, updates_per_rollout: 
         if len(kept) != len(lines):
             atomic_write(path, "".join(kept), fsync=True)
         dropped[name] = len(lines) - len(kept)
+    # the bench run folders of later evaluations too: a rerun of that evaluation would resume them
+    stale = [p for p in (out / "eval").glob("step-*") if p.is_dir() and p.name[5:].isdigit() and int(p.name[5:]) > rollouts]
+    for folder in stale:
+        shutil.rmtree(folder)
+    if stale:
+        dropped["eval/step-N folders"] = len(stale)
     return dropped
 
 
 def completion_callback() -> Any:
-    """A `TrainerCallback` that marks each checkpoint complete once the trainer has written all of it."""
+    """A `TrainerCallback` that marks each checkpoint complete once the trainer has written all of it, then
+    deletes the checkpoints beyond trl_options' save_total_limit (`rotate`; only complete ones count)."""
     from transformers import TrainerCallback
 
     class CompletionMarker(TrainerCallback):
@@ -139,6 +232,9 @@ def completion_callback() -> Any:
                 folder = Path(args.output_dir) / f"checkpoint-{state.global_step}"
                 if folder.is_dir():
                     mark_complete(folder, state.global_step)
+                    limit = getattr(args, SAVE_LIMIT_ATTRIBUTE, None)
+                    if limit:
+                        rotate(args.output_dir, int(limit))
             return control
 
     return CompletionMarker()

@@ -130,29 +130,104 @@ class MetricsLogger:
 
 
 # ---------------------------------------------------------------------------------------- main
-def resume_point(out: Path, updates_per_rollout: int, main: bool = True) -> str:
+#: exit status when --output-dir cannot be written mid-run (full disk, read-only): as skillrise-bench's
+EXIT_OUTPUT = 5
+
+
+def resume_point(out: Path, updates_per_rollout: int) -> str | None:
     """The newest complete checkpoint in `out` (newer, incomplete ones are named and skipped), with the
-    records of later steps dropped so that the resumed run writes each step's records once (by the main
-    process; the others only find the checkpoint)."""
-    from skillrise_train.checkpoints import checkpoint_step, latest_complete, trim_records
+    records of later steps dropped so that the resumed run writes each step's records once (the main
+    process runs it; the others take its answer).
+
+    None (start from step 0, said on stderr) when the folder holds records or incomplete checkpoints but
+    no complete checkpoint (a run killed before its first checkpoint was complete, e.g. on a full disk):
+    its records and incomplete checkpoints are deleted first, so nothing is written twice. A folder with no
+    run at all, or a finished run saved without checkpoints (final/), is a FileNotFoundError."""
+    from skillrise_train.checkpoints import (RunFolderError, checkpoint_step, clear_run, latest_complete,
+                                             run_contents, trim_records)
 
     folder, skipped = latest_complete(out)
-    if not main:
-        if folder is None:
-            raise FileNotFoundError(f"--resume: no complete checkpoint-N folder in {out}")
-        return str(folder)
     for path, reason in skipped:
         print(f"skillrise-train: --resume: skipping {path.name}, not a complete checkpoint: {reason}",
               file=sys.stderr, flush=True)
     if folder is None:
-        found = f" ({len(skipped)} incomplete)" if skipped else ""
-        raise FileNotFoundError(f"--resume: no complete checkpoint-N folder in {out}{found}; start without --resume")
+        found = run_contents(out)
+        if not found:
+            raise FileNotFoundError(f"--resume: no complete checkpoint-N folder in {out} and no run records; "
+                                    "start without --resume")
+        if "final" in found:
+            raise RunFolderError(f"--resume: {out} holds a finished run (final/) but no complete checkpoint to "
+                                 "continue from; start it over with --overwrite, or choose another --output-dir")
+        cleared = clear_run(out)
+        print(f"skillrise-train: --resume: no complete checkpoint in {out} ({len(skipped)} incomplete): starting "
+              f"from step 0; deleted {', '.join(cleared)} so that no step is recorded twice", file=sys.stderr, flush=True)
+        return None
     step = checkpoint_step(folder)
     dropped = {name: n for name, n in trim_records(out, step, updates_per_rollout).items() if n}
     if dropped:
         print("skillrise-train: --resume: dropped records of steps after " + folder.name + ": "
               + ", ".join(f"{n} from {name}" for name, n in dropped.items()), file=sys.stderr, flush=True)
     return str(folder)
+
+
+def prepare_output_dir(config: TrainConfig, out: Path) -> tuple[Any, str | None]:
+    """The main process's hold on `out` before anything is written there: the folder made and locked (a second
+    trainer on it is refused), then `--overwrite` clears the run it holds, `--resume` finds the checkpoint
+    to continue from (`resume_point`), and without either a folder holding a run is refused; config.json is
+    written last. Returns (the lock's handle, to close when the run ends; the checkpoint or None)."""
+    from skillrise_gym.paths import atomic_write
+    from skillrise_train.checkpoints import RunFolderError, clear_run, lock_output_dir, run_contents
+
+    out.mkdir(parents=True, exist_ok=True)
+    lock = lock_output_dir(out)
+    try:
+        resume_from = None
+        if config.overwrite:
+            cleared = clear_run(out)
+            if cleared:
+                print(f"skillrise-train: --overwrite: deleted {', '.join(cleared)} from {out}", file=sys.stderr,
+                      flush=True)
+        elif config.resume:
+            resume_from = resume_point(out, config.updates_per_rollout)
+        else:
+            found = run_contents(out)
+            if found:
+                shown = ", ".join(found[:5]) + (", ..." if len(found) > 5 else "")
+                raise RunFolderError(f"--output-dir {out} holds a run ({shown}); continue it with --resume, start it "
+                                     "over with --overwrite (deletes it), or choose another --output-dir")
+        atomic_write(out / "config.json", json.dumps(config.to_dict(), indent=2), fsync=True)
+    except BaseException:
+        lock.close()
+        raise
+    return lock, resume_from
+
+
+def output_failure(exc: BaseException, out: str | os.PathLike) -> OSError | None:
+    """The OSError behind `exc` (itself, or its cause or context) when it means that the output could not be
+    written: a full disk or quota, a read-only file system, or a permission refused inside `out`. torch's
+    and safetensors' write errors (a RuntimeError's text) count too. None for anything else."""
+    import errno
+
+    always = {errno.ENOSPC, errno.EROFS, errno.EDQUOT, errno.EFBIG}
+    texts = {"No space left on device": errno.ENOSPC, "Read-only file system": errno.EROFS,
+             "file write failed": errno.EIO}
+    root = Path(out).expanduser().resolve()
+    seen: set[int] = set()
+    while exc is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        if isinstance(exc, OSError) and exc.errno is not None:
+            if exc.errno in always:
+                return exc
+            if exc.errno in (errno.EACCES, errno.EPERM):
+                for name in (exc.filename, exc.filename2):
+                    if name is not None and (Path(os.fsdecode(name)).expanduser().resolve() == root
+                                             or root in Path(os.fsdecode(name)).expanduser().resolve().parents):
+                        return exc
+        for text, number in texts.items():
+            if text in str(exc):
+                return OSError(number, text if number != errno.EIO else f"{os.strerror(number)} ({exc})")
+        exc = exc.__cause__ or exc.__context__
+    return None
 
 
 def run(config: TrainConfig) -> dict[str, Any]:
@@ -162,11 +237,6 @@ def run(config: TrainConfig) -> dict[str, Any]:
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     import torch
     import transformers
-    from transformers import PrinterCallback
-
-    from skillrise_gym.models import resolve_model_path
-    from skillrise_train.rollout import default_splits
-    from skillrise_train.trainer import SkillRiseTrainer
 
     started = time.perf_counter()
     transformers.utils.logging.set_verbosity_error()
@@ -175,18 +245,44 @@ def run(config: TrainConfig) -> dict[str, Any]:
     if not torch.cuda.is_available():
         torch.set_num_threads(max(1, config.threads))
     ranks = start_processes(config)
+    from skillrise_train.trainer import check_trl_options, trainer_fixed_trl_args
+
+    # bad trl_options are refused before the output folder is touched
+    check_trl_options(config.trl_options, set(trainer_fixed_trl_args(config, not torch.cuda.is_available())))
     if config.ray_address:  # an unreachable cluster is refused now, before the model loads
         from skillrise_gym.ray_pool import connect
 
         connect(config.ray_address)
     out = Path(config.output_dir)
-    resume_from = None
-    if config.resume:
-        resume_from = resume_point(out, config.updates_per_rollout, main=ranks.main)
+    # The main process alone locks and checks the folder and trims its records; the others wait for its
+    # decision (this gather is the barrier after config.json is written) and stop if it stopped.
+    lock, resume_from, problem = None, None, None
     if ranks.main:
-        out.mkdir(parents=True, exist_ok=True)
-        (out / "config.json").write_text(json.dumps(config.to_dict(), indent=2))
-    ranks.barrier()  # the records agree with the checkpoint before any process goes on
+        try:
+            lock, resume_from = prepare_output_dir(config, out)
+        except BaseException as exc:
+            ranks.gather((None, f"{exc}"))
+            raise
+    resume_from, problem = ranks.gather((resume_from, problem))[0]
+    if problem is not None:  # another process: the main one has said why
+        from skillrise_train.checkpoints import RunFolderError
+
+        raise RunFolderError(f"the main process stopped before training: {problem}")
+    try:
+        return _train(config, ranks, out, resume_from, started)
+    finally:
+        if lock is not None:
+            lock.close()
+
+
+def _train(config: TrainConfig, ranks: Any, out: Path, resume_from: str | None, started: float) -> dict[str, Any]:
+    """`run`, once the output folder is held: build the trainer, train, evaluate, save, report."""
+    import torch
+    from transformers import PrinterCallback
+
+    from skillrise_gym.models import resolve_model_path
+    from skillrise_train.rollout import default_splits
+    from skillrise_train.trainer import SkillRiseTrainer
 
     resolve_model_path(config.model)  # fail early, before any env starts, on a bad model name
     eval_split = config.eval_split or default_splits(config.env)[1]
@@ -361,6 +457,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         run(config)
     except (ModelNotFoundError, ChatTemplateError, FileNotFoundError, SkillRiseError) as exc:
+        if isinstance(exc, FileNotFoundError) and output_failure(exc, config.output_dir) is not None:
+            return _output_error(exc, config)
         print(f"skillrise-train: error: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
@@ -372,8 +470,20 @@ def main(argv: Sequence[str] | None = None) -> int:
         if isinstance(exc, NonFiniteLossError):
             print(f"skillrise-train: error: {exc}", file=sys.stderr)
             return 3
+        if output_failure(exc, config.output_dir) is not None:
+            return _output_error(exc, config)
         raise
     return 0
+
+
+def _output_error(exc: BaseException, config: TrainConfig) -> int:
+    """The one-line message of a run stopped because --output-dir could not be written; `EXIT_OUTPUT`."""
+    failure = output_failure(exc, config.output_dir)
+    where = f" {os.fsdecode(failure.filename)}" if getattr(failure, "filename", None) else f" in {config.output_dir}"
+    print(f"skillrise-train: error: cannot write{where}: {failure.strerror or failure}. Complete checkpoints written "
+          f"before it are kept; once the folder has room and is writable, continue with --resume --output-dir "
+          f"{config.output_dir}", file=sys.stderr)
+    return EXIT_OUTPUT
 
 
 if __name__ == "__main__":

@@ -65,10 +65,21 @@ class JSONObject(dict):
 
     @classmethod
     def parse(cls, text: str) -> dict[str, Any]:
+        """The JSON object `text` holds; a key given twice at any depth is an error (JSON would silently keep
+        the last value)."""
         if not text.strip():
             return {}
+
+        def unique(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+            seen: dict[str, Any] = {}
+            for key, item in pairs:
+                if key in seen:
+                    raise argparse.ArgumentTypeError(f"{cls.field_name} names {key!r} twice in {text!r}; give it once")
+                seen[key] = item
+            return seen
+
         try:
-            value = json.loads(text)
+            value = json.loads(text, object_pairs_hook=unique)
         except json.JSONDecodeError as exc:
             raise argparse.ArgumentTypeError(f"{cls.field_name} must be a JSON object, e.g. '{cls.example}': "
                                              f"{exc.msg} at character {exc.pos} of {text!r}") from None
@@ -135,6 +146,7 @@ class TrainConfig:
     save_interval: int = option(1, 'Save a checkpoint every this many steps.')
     output_dir: str = option("runs/skillrise", 'Where checkpoints, metrics.jsonl and turns.jsonl go.')
     resume: bool = option(False, 'Continue from the latest checkpoint in output_dir (step count, optimizer and RNG state).')
+    overwrite: bool = option(False, "Start over in an output_dir that holds a run: delete its records, checkpoints and final model first (without it, such a folder needs --resume).")
     seed: int = option(0, 'Seed of sequence draws, sampling and initialisation.')
     envs: int = option(0, "Envs that play a step's trials, each env taking the next trial when its own ends (memory grows with it, not with the S x G trials; ScienceWorld: one JVM of about 1.2 GB each). 0: one per trial, except ScienceWorld: no more JVMs than the available memory holds; more than a step's trials: one per trial.")
     env_workers: int = option(0, 'Worker processes for the envs (0: in this process).')
@@ -155,6 +167,9 @@ class TrainConfig:
     trl_options: TRLOptions = option(TRLOptions(), 'Any other GRPOConfig field, a dict (JSON on the command line, e.g. \'{"lr_scheduler_type": "cosine", "warmup_steps": 10}\'); fields this config or the trainer sets are refused.')
 
     def __post_init__(self) -> None:
+        if self.resume and self.overwrite:
+            raise ValueError("resume and overwrite contradict each other: --resume continues the run in output_dir, "
+                             "--overwrite deletes it; give one")
         if self.algo not in ALGOS:
             raise ValueError(f"algo must be one of {ALGOS}, got {self.algo!r}")
         from skillrise_train.credit import CURATE_CREDITS

@@ -168,12 +168,20 @@ def make_grpo_config(config: TrainConfig, **overrides: Any) -> GRPOConfig:
     mapped["gradient_checkpointing"] = mapped["gradient_checkpointing"] and not use_cpu
     fixed = trainer_fixed_trl_args(config, use_cpu)
     check_trl_options(config.trl_options, set(fixed))
+    options = dict(config.trl_options)
+    # save_total_limit is enforced by the completion callback among complete checkpoints, after the new one
+    # is marked (checkpoints.rotate); in TRL's hands it deletes the older ones before the marker exists
+    save_total_limit = options.pop("save_total_limit", None)
     try:
-        return GRPOConfig(**{**fixed, **mapped, **config.trl_options, **overrides})
+        args = GRPOConfig(**{**fixed, **mapped, **options, **overrides})
     except (TypeError, ValueError) as exc:
         if not config.trl_options:
             raise
         raise ConfigurationError(f"trl_options {dict(config.trl_options)}: GRPOConfig refused them: {exc}") from None
+    from skillrise_train.checkpoints import SAVE_LIMIT_ATTRIBUTE
+
+    setattr(args, SAVE_LIMIT_ATTRIBUTE, save_total_limit)
+    return args
 
 
 def trainer_fixed_trl_args(config: TrainConfig, use_cpu: bool) -> dict[str, Any]:
@@ -218,10 +226,33 @@ FIXED_FROM_FLAGS = {"output_dir": "--output-dir", "seed": "--seed", "data_seed":
                     "save_steps": "--save-interval", "steps_per_generation": "--grad-accum and --updates-per-rollout"}
 #: GRPOConfig fields `trl_options` may set although the trainer has a default for them
 TRL_OPTIONS_ALLOWED = frozenset({"lr_scheduler_type", "warmup_steps", "logging_steps", "report_to", "disable_tqdm"})
+_OWN_EVALUATION = "evaluation is the trainer's own held-out bench run: use --eval-sequences and --eval-interval"
+#: GRPOConfig fields `trl_options` may not set (TRL would ignore them, or fail later), and what to do instead
+TRL_OPTIONS_REFUSED = {
+    "resume_from_checkpoint": "continue a run with --resume (it takes the newest complete checkpoint in --output-dir)",
+    "push_to_hub": "the trainer never uploads (nothing leaves this machine); upload --output-dir's final/ yourself",
+    **{name: _OWN_EVALUATION for name in ("eval_strategy", "eval_steps", "eval_delay", "eval_on_start", "do_eval",
+                                          "do_predict", "load_best_model_at_end", "metric_for_best_model",
+                                          "greater_is_better", "num_generations_eval")},
+}
+#: keys of trl_options' generation_kwargs that would override what a flag or the trainer's sampler decides
+GENERATION_KWARGS_REFUSED = {
+    "max_new_tokens": "--max-new-tokens", "max_length": "--max-new-tokens", "max_tokens": "--max-new-tokens",
+    "temperature": "--temperature",
+    "min_p": "trl_options' own min_p", "repetition_penalty": "trl_options' own repetition_penalty",
+    **{name: None for name in ("do_sample", "top_p", "top_k", "seed", "n", "num_return_sequences", "pad_token_id",
+                               "bos_token_id", "eos_token_id", "logprobs")},
+}
+#: report_to integrations whose pip package is not called as the integration is
+REPORT_PACKAGES = {"comet_ml": "comet-ml", "azure_ml": "azureml-core", "flyte": "flytekit", "neptune": "neptune",
+                   "kubeflow": "kubeflow"}
 
 
 def check_trl_options(options: dict[str, Any], fixed: set[str]) -> None:
-    """`trl_options` names GRPOConfig fields that nothing else sets (ConfigurationError naming the flag to use)."""
+    """`trl_options` names GRPOConfig fields that nothing else sets (ConfigurationError naming the flag to use):
+    not one of ours or the trainer's, not one TRL would ignore or fail on later (`TRL_OPTIONS_REFUSED`), no
+    `generation_kwargs` key that overrides a flag, a `save_total_limit` >= 1, and `report_to` integrations
+    whose package is installed (they get the trainer's own metrics, those of metrics.jsonl)."""
     import difflib
     from dataclasses import fields as dataclass_fields
 
@@ -235,10 +266,53 @@ def check_trl_options(options: dict[str, Any], fixed: set[str]) -> None:
         if key in fixed and key not in TRL_OPTIONS_ALLOWED:
             raise ConfigurationError(f"trl_options: {key} is decided by the trainer (its batching, rollouts or "
                              "checkpoints; see skillrise_train/trainer.py trainer_fixed_trl_args) and cannot be set")
+        if key in TRL_OPTIONS_REFUSED:
+            raise ConfigurationError(f"trl_options: {key} cannot be set: {TRL_OPTIONS_REFUSED[key]}")
         if key not in known:
             near = difflib.get_close_matches(key, known, n=1)
             hint = f" (did you mean {near[0]}?)" if near else ""
             raise ConfigurationError(f"trl_options: {key!r} is not a GRPOConfig field{hint}")
+    kwargs = options.get("generation_kwargs")
+    if kwargs is not None:
+        if not isinstance(kwargs, dict):
+            raise ConfigurationError(f"trl_options: generation_kwargs must be a JSON object, got {kwargs!r}")
+        for key in kwargs:
+            if key in GENERATION_KWARGS_REFUSED:
+                instead = GENERATION_KWARGS_REFUSED[key]
+                raise ConfigurationError(
+                    f"trl_options: generation_kwargs.{key} would override " + (f"{instead}; set that instead" if instead
+                    else "the trainer's seeded sampler (skillrise_train/sampling.py), which decides it"))
+    limit = options.get("save_total_limit")
+    if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
+        raise ConfigurationError(f"trl_options: save_total_limit must be a whole number >= 1 (complete checkpoints "
+                                 f"kept), got {limit!r}")
+    if "report_to" in options:
+        check_report_to(options["report_to"])
+
+
+def check_report_to(report_to: Any) -> None:
+    """trl_options' `report_to` (transformers' logging integrations: "tensorboard", "wandb", a list, "all",
+    "none"): every one named must be known and its package installed, else a one-line ConfigurationError
+    naming the package to install."""
+    import importlib.util
+
+    from transformers.integrations import integration_utils
+
+    names = [report_to] if isinstance(report_to, str) else report_to
+    if not isinstance(names, list) or not all(isinstance(name, str) for name in names):
+        raise ConfigurationError(f"trl_options: report_to must be a name or a list of names, got {report_to!r}")
+    known = integration_utils.INTEGRATION_TO_CALLBACK
+    available = set(integration_utils.get_available_reporting_integrations())
+    for name in names:
+        if name in ("none", "all") and len(names) == 1:
+            continue
+        if name not in known:
+            raise ConfigurationError(f"trl_options: report_to {name!r} is not a logging integration of transformers "
+                                     f"(known: {', '.join(sorted(known))}, or none)")
+        package = REPORT_PACKAGES.get(name, name)
+        if name not in available and importlib.util.find_spec(package.replace("-", "_")) is None:
+            raise ConfigurationError(f"trl_options: report_to {name!r} needs the {package} package, which is not "
+                                     f"installed: pip install {package}")
 
 
 class SkillRiseTrainer(GRPOAdapter):
