@@ -365,3 +365,26 @@ def test_resume_refuses_a_damaged_result_line_or_manifest_in_one_line(finished_r
     err = capsys.readouterr().err.strip()
     where = f"{finished_run / name}:{number} " if number else f"{finished_run / name}"
     assert where in err and "Traceback" not in err, err
+
+
+def test_a_bench_starting_while_another_creates_the_same_new_out_gets_the_lock_message(tmp_path):
+    """Two benches started at the same moment on a new --out: the second sees the first's files in flight
+    (a manifest being written), and is told another process is writing, not that the folder is foreign."""
+    import fcntl
+
+    import pytest
+
+    from skillrise_gym.bench.store import LOCK, RunDirError, RunStore
+
+    out = tmp_path / "run"
+    out.mkdir()
+    holder = open(out / LOCK, "a+")
+    fcntl.flock(holder.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+    (out / ".manifest.json.tmp-123").write_text("{")  # the first bench's atomic write, not yet renamed
+    try:
+        with pytest.raises(RunDirError, match="another .* process is writing"):
+            RunStore(out, {"env": "toy"}).open()
+    finally:
+        holder.close()
+    with pytest.raises(RunDirError, match="is not a .* run directory"):  # nobody holds it: a foreign folder
+        RunStore(out, {"env": "toy"}).open()

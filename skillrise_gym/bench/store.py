@@ -278,6 +278,8 @@ def _prepare_dir(path: Path, manifest: str, allowed: set[str], also_manifest: st
     if manifest not in entries and (also_manifest is None or also_manifest not in entries):
         foreign = sorted(entries - allowed)
         if foreign or (entries & {TURNS, RESULTS}):
+            if LOCK in entries:  # a process that started at the same moment is creating it (its files in flight)
+                _lock(path).close()  # raises the "another process is writing" message while it holds the lock
             shown = ", ".join(foreign[:5] or sorted(entries)[:5])
             raise RunDirError(
                 f"--out {path} is not empty and is not a {TOOL} run directory (no {manifest}; it holds "
