@@ -71,6 +71,7 @@ class Preset:
     lr: float = 1e-3
     warmstart_steps: int = 600
     warmstart_sequences: int = 1000
+    warmstart_documents: str = "one"  # "several" for documents of several rules (R >= 2)
     max_new_tokens: int = 24
     rules: int = 1
     bins: int = 3
@@ -139,7 +140,8 @@ def untrained(p: Preset, work: Path, log) -> str:
     log(f"[untrained] format warm start: {p.warmstart_steps} steps on {p.warmstart_sequences} sequences' examples")
     config = TrainConfig(env="rulebook", model=p.model, lora=False, K=p.K, max_task_steps=1,
                          max_new_tokens=p.max_new_tokens, warmstart_steps=p.warmstart_steps,
-                         warmstart_sequences=p.warmstart_sequences, seed=p.seed, threads=p.threads,
+                         warmstart_sequences=p.warmstart_sequences, warmstart_documents=p.warmstart_documents,
+                         seed=p.seed, threads=p.threads,
                          backend_options=backend_options(p))
     return save_warm_started(config, str(out))
 

@@ -134,6 +134,7 @@ class TrainConfig:
     save_merged: bool = option(False, "With --lora: also save the adapter merged into its base as full weights in output_dir/final-merged/ (loads without peft; final/ keeps the adapter).")
     warmstart_steps: int = option(0, "Supervised steps before RL on targets that need no task's solution: the tags, a copied trajectory clause, the action a note names (see warmstart.py).")
     warmstart_sequences: int = option(64, 'Training sequences played by the format agent to collect warm-start examples.')
+    warmstart_documents: str = option("one", "Warm-start documents: one (curate targets one trajectory clause) or several (keep the previous document and add a clause; read the rule about the item: probes of several rules per family).")
     warmstart_lr: float = option(3e-3, 'Learning rate of the warm start (AdamW).')
     steps: int = option(2, 'Training steps: rollouts of S x G trials, each followed by updates_per_rollout optimizer steps.')
     updates_per_rollout: int = option(1, 'Optimizer steps per rollout on disjoint mini-batches of its turns (PPO-style; the clip acts when > 1).')
@@ -178,6 +179,8 @@ class TrainConfig:
             raise ValueError(f"curate_credit must be one of {CURATE_CREDITS}, got {self.curate_credit!r}")
         if self.prompt_style not in ("auto",) + STYLES:
             raise ValueError(f"prompt_style must be auto or one of {STYLES}, got {self.prompt_style!r}")
+        if self.warmstart_documents not in ("one", "several"):
+            raise ValueError(f"warmstart_documents must be one or several, got {self.warmstart_documents!r}")
         if self.advantage_mode not in ADVANTAGE_MODES:
             raise ValueError(f"advantage_mode must be one of {ADVANTAGE_MODES}, got {self.advantage_mode!r}")
         try:

@@ -423,7 +423,7 @@ class SkillRiseTrainer(GRPOAdapter):
             prompt_style=self.rollout.prompt_style,
         )
         try:
-            examples = format_examples(env, c.warmstart_sequences, seed=c.seed)
+            examples = format_examples(env, c.warmstart_sequences, seed=c.seed, documents=c.warmstart_documents)
         finally:
             env.close()
         losses = warm_start(self.model, self.processing_class, self.encode_prompt, examples, c.warmstart_steps,
@@ -450,7 +450,8 @@ class SkillRiseTrainer(GRPOAdapter):
         try:
             with torch.no_grad():
                 result = check_format(env, greedy_answerer(self.model, self.processing_class, self.encode_prompt,
-                                                           c.max_new_tokens), sequences=sequences, seed=c.seed + 1)
+                                                           c.max_new_tokens), sequences=sequences, seed=c.seed + 1,
+                                      documents=c.warmstart_documents)
         finally:
             env.close()
             self.model.train(was_training)

@@ -8,15 +8,22 @@ training sequences with a format agent that knows nothing about what is right:
 - SOLVE turn:  ``<action>A</action>``: the admissible action the current document names (most words in
   common with the document, not counting words every action shares), or, when it names none, one drawn
   uniformly.
-- CURATE turn: ``<skill>D; C</skill>``: the previous document D, kept, plus one clause C copied at random
+- CURATE turn: ``<skill>C</skill>``, one clause C copied at random (uniformly) from the finished task's
+  trajectory (`documents="one"`, the default), or (`documents="several"`, for probes of several rules)
+  ``<skill>D; C</skill>``: the previous document D, kept, plus one clause C copied at random
   (uniformly) from the finished task's trajectory: its actions and the observations that followed, cut at
   sentence and clause marks (. , : ; ! ?); at most `DOCUMENT_CLAUSES` clauses, the oldest dropped first.
-- SOLVE turns read a document of several clauses by the clause about their task: when clauses name
-  different actions, the one sharing words with the task's own wording decides (`named_action`).
+- With `documents="several"`, SOLVE turns read a document of several clauses by the clause about their
+  task: when clauses name different actions, the one sharing words with the task's own wording decides
+  (`named_action`); and half the reading notes hold several rules (below). Measured: with "several" the
+  transfer test at one rule per family (R=1) did not learn (held-out position 1: 0.38 after the warm start,
+  0.35 after RL, seed 0), so "one" stays the default; at R=2 "several" reaches the latest-rule level
+  (README, "Two rules per family").
 - Reading examples (`reading` per sequence, carry mode skill): the sequence's first SOLVE prompt again, with
   a note as its document, clauses from *other* tasks' trajectories: one that names an admissible action
-  (sometimes joined with a clause that names none), or, half the time, several naming different actions,
-  one of them sharing a word with this task; the target is the action the note names for this task.
+  (sometimes joined with a clause that names none), or, with "several", half the time several naming
+  different actions, one of them sharing a word with this task; the target is the action the note names
+  for this task.
 
 No target depends on the task's answer: a solve target is a function of the document and the admissible
 actions alone, and the notes come from other tasks, so the bin (or command) they name is unrelated to this
@@ -55,9 +62,18 @@ class Example:
     prefix: str = ""  # the answer prefix the policy is given (compact prompts): not a target token
 
 
-def format_examples(env: Any, sequences: int, seed: int = 0, reading: int = 2) -> list[Example]:
+#: what the warm start's documents look like: "one" clause (curate targets one trajectory clause, notes one
+#: naming clause), or "several" (curate targets keep the previous document and add a clause; solve turns
+#: and notes read several rules by the one about the item)
+DOCUMENTS = ("one", "several")
+
+
+def format_examples(env: Any, sequences: int, seed: int = 0, reading: int = 2, documents: str = "one") -> list[Example]:
     """Prompts and format-only targets from `sequences` episodes of a `SequenceEnv`, plus `reading` notes
-    examples per episode (see the module docstring)."""
+    examples per episode (see the module docstring); `documents` as `DOCUMENTS` says."""
+    if documents not in DOCUMENTS:
+        raise ValueError(f"documents must be one of {DOCUMENTS}, got {documents!r}")
+    several = documents == "several"
     rng = np.random.default_rng(seed)
     examples: list[Example] = []
     clauses: dict[str, None] = {}  # every distinct trajectory clause seen so far, in order: reading notes
@@ -71,22 +87,25 @@ def format_examples(env: Any, sequences: int, seed: int = 0, reading: int = 2) -
                 actions = list(obs["admissible_actions"])
                 if not actions:
                     raise ValueError(f"{base.benchmark}: the format warm start needs admissible actions")
-                named = named_action(actions, str(obs["skill_document"]), task_context(obs))
+                named = named_action(actions, str(obs["skill_document"]), task_context(obs) if several else "")
                 choice = named if named is not None else actions[int(rng.integers(len(actions)))]
                 target = action_answer(choice)
             else:
                 own = trajectory_clauses(base.records[-1].history)
                 clauses.update(dict.fromkeys(own))
-                target = skill_answer(curated_document(str(obs["skill_document"]), own, rng))
+                if several:
+                    target = skill_answer(curated_document(str(obs["skill_document"]), own, rng))
+                else:
+                    target = skill_answer(own[int(rng.integers(len(own)))] if own else "none")
             examples.append(Example(str(obs["prompt"]), target, str(obs.get("answer_prefix") or "")))
             obs, _reward, done, _truncated, _info = env.step(target)
         if base.carry == "skill":
-            examples.extend(reading_examples(env, task_ids, clauses, reading, rng))
+            examples.extend(reading_examples(env, task_ids, clauses, reading, rng, several=several))
     return examples
 
 
 def reading_examples(env: Any, task_ids: Sequence[str], clauses: Collection[str], count: int,
-                     rng: np.random.Generator) -> list[Example]:
+                     rng: np.random.Generator, several: bool = True) -> list[Example]:
     """`count` first-task SOLVE examples of the sequence `task_ids` whose document is a note that names
     admissible actions, drawn from `clauses` (distinct clauses of other tasks' trajectories, so unrelated to
     this task's answer), and whose target is the action the note names for this task (`named_action`): the
@@ -109,7 +128,7 @@ def reading_examples(env: Any, task_ids: Sequence[str], clauses: Collection[str]
         for word in _words(clause):
             counts[word] = counts.get(word, 0) + 1
     ignored |= {word for word, n in counts.items() if n * 4 > len(naming)}
-    about = [c for c in naming if (_words(c) - ignored) & (_words(context) - ignored)]
+    about = [c for c in naming if (_words(c) - ignored) & (_words(context) - ignored)] if several else []
     out = []
     for _ in range(count if naming else 0):
         note, target = None, None
@@ -132,7 +151,7 @@ def reading_examples(env: Any, task_ids: Sequence[str], clauses: Collection[str]
             if plain and rng.random() < 0.5:  # notes hold other clauses too
                 other = plain[int(rng.integers(len(plain)))]
                 longer = f"{note}; {other}" if rng.random() < 0.5 else f"{other}; {note}"
-                note = longer if named_action(actions, longer, context) == target else note
+                note = longer if named_action(actions, longer, context if several else "") == target else note
         obs, _ = env.reset(options={"task_ids": list(task_ids), "skill_document": note})
         out.append(Example(str(obs["prompt"]), action_answer(target), str(obs.get("answer_prefix") or "")))
     return out
@@ -225,7 +244,7 @@ class FormatCheck:
 
 
 def check_format(env: Any, answer: Callable[[list[str], list[str]], list[str]], sequences: int = 40,
-                 seed: int = 1) -> FormatCheck:
+                 seed: int = 1, documents: str = "one") -> FormatCheck:
     """Play `sequences` episodes of `env` (a `SequenceEnv`, carry mode skill) with `answer` (prompts and
     answer prefixes -> whole answers, greedy), and measure the two behaviours the warm start teaches: copying
     trajectory clauses when curating, and taking the action a note names (one reading note per episode, as
@@ -260,7 +279,7 @@ def check_format(env: Any, answer: Callable[[list[str], list[str]], list[str]], 
             valid += bool(ok)
             turns += 1
             obs, _reward, done, _truncated, _info = env.step(text)
-        notes.extend(reading_examples(env, task_ids, clauses, 1, rng))
+        notes.extend(reading_examples(env, task_ids, clauses, 1, rng, several=documents == "several"))
     followed = 0
     if notes:
         answers = answer([ex.prompt for ex in notes], [ex.prefix for ex in notes])

@@ -148,3 +148,25 @@ def test_the_format_check_measures_copying_and_following():
     assert careless.copy == 0.0 and careless.valid == 1.0
     assert careless.follow < 0.6  # the first bin is the named one about a third of the time
     assert good.passes(0.9, 0.9) and not careless.passes(0.9, 0.9)
+
+
+def test_one_clause_documents_by_default_several_on_request():
+    import pytest
+
+    from skillrise_train.config import TrainConfig
+
+    env = SequenceEnv(backend="rulebook", K=3, split="train", max_task_steps=1, backend_options={"rules": 2, "bins": 4},
+                      prompt_style="compact")
+    try:
+        one = format_examples(env, 20, seed=0)
+        several = format_examples(env, 20, seed=0, documents="several")
+        with pytest.raises(ValueError, match="documents must be one of"):
+            format_examples(env, 1, documents="many")
+    finally:
+        env.close()
+    curated = lambda examples: [re.fullmatch(r"<skill>(.*)</skill>", ex.target).group(1) for ex in examples  # noqa: E731
+                                if ex.target.startswith("<skill>")]
+    assert all(";" not in doc for doc in curated(one))  # one trajectory clause each
+    assert any(";" in doc for doc in curated(several))  # the previous document kept, a clause added
+    with pytest.raises(ValueError, match="warmstart_documents must be one or several"):
+        TrainConfig(warmstart_documents="many")
