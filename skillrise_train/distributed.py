@@ -1,5 +1,5 @@
-"""What several training processes agree on, in one place: who plays what, what every rank must do equally
-often, and the records that only the main process writes.
+"""What several training processes agree on, in one place: who plays what and what every rank must do
+equally often (the trainer and the CLI decide what only the main process writes).
 
 A training step on W ranks (one process per GPU, or per CPU slot under gloo):
 
@@ -12,8 +12,9 @@ A training step on W ranks (one process per GPU, or per CPU slot under gloo):
   them.
 - Collective operations must be called equally often on every rank, whatever each rank's trials did:
   - every rank pads its rows to the largest row count (`Ranks.max`), so TRL's per-row gathers match;
-  - every rank runs the same number of micro-batches per micro-step (the most any rank needs; the others
-    split their largest or add an empty one), so DDP's gradient all-reduces (and sharded forwards) match;
+  - every rank cuts its rows into micro-batches of the same sizes (`common_packing`: the most rows that fit
+    the token budget on every rank), so TRL's per-row gathers in the loss, DDP's gradient all-reduces and
+    sharded forwards match;
   - with sharded models (ZeRO-3, FSDP) every generation call gathers parameters collectively, so every rank
     makes the same number of generation calls (`LockstepGeneration`: a rank with nothing to generate joins
     with a one-token placeholder prompt until every rank is done).
@@ -23,7 +24,6 @@ On one process every operation here is the identity, so a single-process run doe
 
 from __future__ import annotations
 
-import os
 from typing import Any, Callable, Sequence, TypeVar
 
 T = TypeVar("T")
@@ -143,12 +143,3 @@ class LockstepGeneration:
             self.placeholders += 1
             self.placeholder()
 
-
-def launched_processes() -> int | None:
-    """How many processes the launcher was asked for, where it says (torchrun and accelerate's multi-process
-    launch set WORLD_SIZE); None when nothing says."""
-    value = os.environ.get("WORLD_SIZE")
-    try:
-        return int(value) if value else None
-    except ValueError:
-        return None
