@@ -24,14 +24,20 @@ _CLAUSE = re.compile(r"[;.!?\n]+")
 _WORD = re.compile(r"[a-z0-9]+")
 
 
-def _words(text: str) -> set[str]:
+def words(text: str) -> set[str]:
+    """The lower-case words of `text` (runs of letters and digits)."""
     return set(_WORD.findall(text.lower()))
+
+
+def clauses(document: str) -> list[str]:
+    """The clauses of a document: cut at ; . ! ? and newlines, empty ones dropped."""
+    return [clause for clause in _CLAUSE.split(document) if clause.strip()]
 
 
 def states(document: str, fact: Iterable[str]) -> bool:
     """Whether one clause of `document` holds every word of `fact`."""
     wanted = {w.lower() for w in fact}
-    return any(wanted <= _words(clause) for clause in _CLAUSE.split(document))
+    return any(wanted <= words(clause) for clause in clauses(document))
 
 
 def document_stats(turns: Iterable[Any], task_of: Callable[[str], Task | None],
@@ -63,7 +69,7 @@ def document_stats(turns: Iterable[Any], task_of: Callable[[str], Task | None],
         counts["states_all"] += all(states(document, f) for f in facts)
         counts["states_latest"] += bool(latest) and all(states(document, f) for f in latest)
         instance = {w.lower() for t in tasks for w in backend.instance_words(t)}
-        counts["instance_words"] += bool(instance & _words(document))
+        counts["instance_words"] += bool(instance & words(document))
     if not curated:
         return {}
     return {name: n / curated for name, n in counts.items()} | {"curate_turns": float(curated)}

@@ -52,6 +52,7 @@ from typing import Any, Callable, Collection, Sequence
 
 import numpy as np
 
+from skillrise_gym.documents import clauses as document_clauses, words as word_set
 from skillrise_gym.prompts import ROLE_SOLVE, action_answer, skill_answer
 
 
@@ -122,13 +123,13 @@ def reading_examples(env: Any, task_ids: Sequence[str], clauses: Collection[str]
     plain = [c for c, action in named.items() if action is None]
     # clauses about this task: sharing a word with its wording, not counting action words and the words
     # common in the clauses (in more than a quarter of them: "the", "and", ...)
-    ignored = {word for action in actions for word in _words(action)}
+    ignored = {word for action in actions for word in word_set(action)}
     counts: dict[str, int] = {}
     for clause in naming:
-        for word in _words(clause):
+        for word in word_set(clause):
             counts[word] = counts.get(word, 0) + 1
     ignored |= {word for word, n in counts.items() if n * 4 > len(naming)}
-    about = [c for c in naming if (_words(c) - ignored) & (_words(context) - ignored)] if several else []
+    about = [c for c in naming if (word_set(c) - ignored) & (word_set(context) - ignored)] if several else []
     out = []
     for _ in range(count if naming else 0):
         note, target = None, None
@@ -187,18 +188,12 @@ def trajectory_clauses(history: Sequence[Any]) -> list[str]:
     return [c.strip() for c in re.split(r"[.,:;!?\n]+", text) if c.strip()]
 
 
-def _words(text: str) -> set[str]:
-    import re
-
-    return set(re.findall(r"[a-z0-9]+", text.lower()))
-
-
 def _names(actions: Sequence[str], text: str) -> str | None:
     """The admissible action `text` names: most words in common with it, ignoring words every action has;
     None when it names none (or several tie)."""
-    words = [_words(a) for a in actions]
+    words = [word_set(a) for a in actions]
     shared = set.intersection(*words) if words else set()
-    present = _words(text)
+    present = word_set(text)
     scores = [len((w - shared) & present) for w in words]
     best = max(scores, default=0)
     if best == 0 or scores.count(best) > 1:
@@ -212,18 +207,15 @@ def named_action(actions: Sequence[str], document: str, context: str = "") -> st
     none). When the clauses that name one name different actions, the one about this task decides: the
     clause sharing most words with `context` (the task's own wording), not counting action words and
     words all those clauses have; a tie, or no clause about the task, names nothing (None)."""
-    import re
-
-    clauses = [c for c in re.split(r"[;.!?\n]+", document) if c.strip()]
-    naming = [(c, a) for c in clauses if (a := _names(actions, c)) is not None]
+    naming = [(c, a) for c in document_clauses(document) if (a := _names(actions, c)) is not None]
     if not naming:
         return None
     if len({a for _, a in naming}) == 1:
         return naming[0][1]
-    ignored = {word for action in actions for word in _words(action)}
-    words = [_words(c) - ignored for c, _ in naming]
+    ignored = {word for action in actions for word in word_set(action)}
+    words = [word_set(c) - ignored for c, _ in naming]
     common = set.intersection(*words)
-    present = _words(context) - ignored
+    present = word_set(context) - ignored
     scores = [len((w - common) & present) for w in words]
     best = max(scores)
     winners = {naming[i][1] for i, score in enumerate(scores) if score == best}
