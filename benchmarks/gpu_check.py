@@ -24,7 +24,7 @@ soon as it ends; a part that fails records its exception and the next one runs:
   accelerator's autocast (bf16 on a GPU, as in training); completion tokens/s and peak GPU memory per batch
   size; plus TRL's own unseeded path at the largest batch for reference.
 - ``update``: `trainer.compute_loss` + backward on 32 rows of ~800 + 32 tokens, as
-  benchmarks/trainer_throughput.py does, at micro_batch_tokens 1024 (the default) and 32768; tokens/s, peak
+  benchmarks/trainer_throughput.py does, at micro_batch_tokens 1024 (the CPU default), 4096, 32768 and -1 (auto: sized from the GPU's memory); tokens/s, peak
   memory.
 - ``train/<env>/<algo>``: `skillrise_train.cli.run(TrainConfig(...))`, one step (K=2, G=4, S=2, max_task_steps
   3, max_new_tokens 32, LoRA, bf16) on rulebook and webshop (the generated catalog), skillrise and grpo;
@@ -37,6 +37,7 @@ CPU the process's peak RSS so far (it never goes down, so later parts repeat ear
 from __future__ import annotations
 
 import argparse
+import contextlib
 import gc
 import json
 import os
@@ -80,14 +81,14 @@ def sizes(rehearse: bool) -> dict[str, Any]:
     if rehearse:
         return {"layers": 2, "batch_sizes": [1, 4], "prompt_tokens": 100, "new_tokens": 8, "gen_repeats": 1,
                 "gen_warmup": False, "update_rows": 2, "update_prompt_tokens": 120, "update_repeats": 1,
-                "micro_batch_tokens": [1024, 0],
+                "micro_batch_tokens": [1024, 0, -1],
                 "train": {"K": 2, "G": 2, "S": 1, "max_task_steps": 3, "max_new_tokens": 8},
                 "part_caps_s": {"generation": 120, "update": 120}}
     return {"layers": None, "batch_sizes": [1, 8, 32, 64, 128], "prompt_tokens": 500, "new_tokens": 32,
             "gen_repeats": 2, "gen_warmup": True, "update_rows": 32, "update_prompt_tokens": 800, "update_repeats": 3,
-            "micro_batch_tokens": [1024, 32768],
+            "micro_batch_tokens": [1024, 4096, 32768, -1],
             "train": {"K": 2, "G": 4, "S": 2, "max_task_steps": 3, "max_new_tokens": 32},
-            "part_caps_s": {"generation": 70, "update": 40}}
+            "part_caps_s": {"generation": 80, "update": 45}}
 
 
 #: least time (s) a part is started with; the estimates of a warm H200 run, doubled
@@ -367,6 +368,9 @@ def measure_generation(entry: dict[str, Any], trainer: Any, size: dict[str, Any]
         sync()
         return time.perf_counter() - t0, sum(len(c.completion_ids) for c in completions)
 
+    merged = contextlib.ExitStack()  # LoRA merged for the batch sizes' calls, as a rollout merges it (lora.py)
+    merged.enter_context(trainer.generation_weights() if hasattr(trainer, "generation_weights")
+                         else contextlib.nullcontext())
     warm_s, _ = call(prompts[:1], [0])  # CUDA context, kernels, LoRA wrappers
     entry["warmup_seconds"] = round(warm_s, 3)
     for batch_size in size["batch_sizes"]:
@@ -395,8 +399,44 @@ def measure_generation(entry: dict[str, Any], trainer: Any, size: dict[str, Any]
         report.save()
         print(f"  generation batch {batch_size:4d}: {row.get('completion_tokens_per_s', row.get('error'))} "
               f"completion tokens/s, peak {row.get('peak_memory_mib', 0):.0f} MiB", flush=True)
-    # TRL's own (unseeded) generation path at the largest batch that ran, for reference
+    # where one call's time goes (batch 8): the profiler's top operators by host time, and by device time
+    if report.remaining() > MIN_PART_S["update"] + 4 * MIN_PART_S["train"] + 10:
+        try:
+            from torch.profiler import ProfilerActivity, profile
+
+            activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if torch_cuda_available() else [])
+            with profile(activities=activities) as prof:
+                seconds, tokens = call(prompts[:8], list(range(len(prompts[:8]))))
+            table = prof.key_averages()
+            entry["profile_batch8"] = {
+                "seconds": round(seconds, 4), "completion_tokens": tokens,
+                "by_host_time": table.table(sort_by="self_cpu_time_total", row_limit=12, max_name_column_width=60),
+                "by_device_time": table.table(sort_by="self_cuda_time_total", row_limit=12,
+                                              max_name_column_width=60) if torch_cuda_available() else None}
+            print(entry["profile_batch8"]["by_host_time"], flush=True)
+        except Exception as exc:  # noqa: BLE001
+            entry["profile_batch8"] = {"error": f"{type(exc).__name__}: {exc}"[:2000]}
+    merged.close()
+    # the same seeded calls with the LoRA adapters left unmerged (skillrise_train/lora.py), for the ratio
     done = [r for r in entry["rows"] if "seconds" in r]
+    entry["unmerged"] = []
+    for row in [r for r in done if r["batch_size"] in (8, biggest)] if getattr(trainer, "merge_lora_for_generation",
+                                                                              None) else []:
+        if report.remaining() <= MIN_PART_S["update"] + 4 * MIN_PART_S["train"]:
+            break
+        batch_size = row["batch_size"]
+        trainer.merge_lora_for_generation = False
+        try:
+            seconds, tokens = call(prompts[:batch_size], list(range(batch_size)))
+            entry["unmerged"].append({"batch_size": batch_size, "seconds": round(seconds, 4),
+                                      "completion_tokens_per_s": round(tokens / seconds, 1),
+                                      "merged_over_unmerged_speed": round(seconds / row["seconds"], 3)})
+        except Exception as exc:  # noqa: BLE001
+            entry["unmerged"].append({"batch_size": batch_size, "error": f"{type(exc).__name__}: {exc}"[:2000]})
+        finally:
+            trainer.merge_lora_for_generation = True
+        print(f"  generation batch {batch_size:4d}, LoRA unmerged: {entry['unmerged'][-1]}", flush=True)
+    # TRL's own (unseeded) generation path at the largest batch that ran, for reference
     if done and report.remaining() > MIN_PART_S["update"] + 4 * MIN_PART_S["train"]:
         batch_size = done[-1]["batch_size"]
         try:
@@ -407,6 +447,12 @@ def measure_generation(entry: dict[str, Any], trainer: Any, size: dict[str, Any]
                                      "completion_tokens_per_s": round(tokens / seconds, 1), **peak_memory()}
         except Exception as exc:  # noqa: BLE001
             entry["trl_unseeded"] = {"batch_size": batch_size, "error": f"{type(exc).__name__}: {exc}"[:2000]}
+
+
+def torch_cuda_available() -> bool:
+    import torch
+
+    return torch.cuda.is_available()
 
 
 def measure_update(entry: dict[str, Any], trainer: Any, size: dict[str, Any], report: Report) -> None:
@@ -452,6 +498,8 @@ def measure_update(entry: dict[str, Any], trainer: Any, size: dict[str, Any], re
                 continue
             trainer.config.micro_batch_tokens = budget
             row: dict[str, Any] = {"micro_batch_tokens": budget, "micro_batches": len(trainer.pack_rows(batch))}
+            if budget < 0:
+                row["auto_micro_batch_tokens"] = trainer.auto_micro_batch_tokens
             try:
                 update()  # warm-up
                 reset_peak()
@@ -529,8 +577,12 @@ def summarise(path: Path) -> str:
             ref = part["trl_unseeded"]
             lines.append(f"      TRL unseeded, batch {ref.get('batch_size')}: "
                          f"{ref.get('completion_tokens_per_s', ref.get('error'))} completion tok/s")
+        for row in part.get("unmerged", []) if name == "generation" else []:
+            lines.append(f"      LoRA unmerged, batch {row['batch_size']}: {row.get('completion_tokens_per_s', row.get('error'))} "
+                         f"completion tok/s (merged is {row.get('merged_over_unmerged_speed')}x)")
         for row in part.get("budgets", []) if name == "update" else []:
-            lines.append(f"      micro_batch_tokens {row['micro_batch_tokens']:6d}: " + (
+            auto = f" (auto: {row['auto_micro_batch_tokens']})" if "auto_micro_batch_tokens" in row else ""
+            lines.append(f"      micro_batch_tokens {row['micro_batch_tokens']:6d}{auto}: " + (
                 f"{row['update_tokens_per_s']:9.1f} tok/s, {row['seconds']:.3f} s, peak {row['peak_memory_mib']:.0f} MiB"
                 if "seconds" in row else str(row.get("error") or row.get("skipped"))))
     for note in data.get("notes", []):

@@ -304,7 +304,8 @@ def _train(config: TrainConfig, ranks: Any, out: Path, resume_from: str | None, 
         generate = trainer.rollout_generate()
         record = None
         if ranks.main:
-            record = run_evaluation(config, generate, step, eval_split, out)
+            with trainer.generation_weights():
+                record = run_evaluation(config, generate, step, eval_split, out)
             say(f"eval step {step} ({eval_split}, {config.eval_sequences} sequences): "
                 "success by position " + "/".join(f"{s:.2f}" for s in record["success_by_position"]))
             evaluations.append(record)
@@ -321,7 +322,8 @@ def _train(config: TrainConfig, ranks: Any, out: Path, resume_from: str | None, 
         f"skillrise-train: algo={config.algo} env={config.env} ({train_split}) model={config.model} "
         f"K={config.K} G={config.G} S={config.S} envs={rollout.pool.num_envs} steps={config.steps} "
         f"lora={config.lora} " + ("overlap=on " if config.overlap else "") +
-        f"device={trainer.accelerator.device} threads={torch.get_num_threads()}"
+        f"device={trainer.accelerator.device} threads={torch.get_num_threads()} "
+        f"micro_batch_tokens={config.micro_batch_tokens if config.micro_batch_tokens >= 0 else trainer.auto_micro_batch_tokens}"
         + (f" processes={ranks.world_size} (sequences {rollout.shard} on the main one)" if ranks.several else "")
         + (f" resuming from {resume_from}" if resume_from else ""),
     )

@@ -139,7 +139,7 @@ class TrainConfig:
     steps: int = option(2, 'Training steps: rollouts of S x G trials, each followed by updates_per_rollout optimizer steps.')
     updates_per_rollout: int = option(1, 'Optimizer steps per rollout on disjoint mini-batches of its turns (PPO-style; the clip acts when > 1).')
     grad_accum: int = option(1, 'TRL micro-batches per optimizer step (rows are padded to a multiple of it); see micro_batch_tokens.')
-    micro_batch_tokens: int = option(1024, 'Most tokens (rows x padded length) per forward/backward pass; bounds memory (0: no limit).')
+    micro_batch_tokens: int = option(-1, 'Most tokens (rows x padded length) per forward/backward pass; bounds memory. -1: 1024 on a CPU, on a GPU sized from its memory and the model (docs/train.md); 0: no limit.')
     eval_interval: int = option(0, 'Evaluate every this many steps on the held-out split (0: only at the end when eval_sequences > 0).')
     eval_sequences: int = option(0, 'Held-out sequences per evaluation (0 disables evaluation).')
     train_split: str | None = option(None, "Split to train on (unset: the backend's training split).")

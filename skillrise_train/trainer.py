@@ -80,6 +80,31 @@ def _turn_keys(samples: list[Any]) -> list[tuple[str, int]]:
     return keys
 
 
+#: micro-batch token budget on a CPU (`--micro-batch-tokens -1`): larger passes are no faster there
+CPU_MICRO_BATCH_TOKENS = 1024
+#: GPU memory per token of a forward+backward pass, per unit of hidden width x layers (bytes): measured
+#: 45 on an H200 for SmolLM2-135M's shape (24339 MiB peak at 32768 tokens, benchmarks/results/gpu_check.json)
+GPU_BYTES_PER_TOKEN_WIDTH_LAYER = 48
+
+
+def auto_micro_batch_tokens(device: Any, model_config: Any = None, share: float = 0.25) -> int:
+    """The `--micro-batch-tokens -1` budget: 1024 tokens on a CPU; on a GPU, the power of two (1024 to
+    32768) whose forward+backward fits in `share` of the device's memory at `GPU_BYTES_PER_TOKEN_WIDTH_LAYER`
+    bytes per token per hidden unit and layer. On an H200 with SmolLM2-135M that is 32768, where an update
+    runs 25x the tokens/s of 1024-token passes; on a 24 GB GPU, 4096."""
+    device = torch.device(device)
+    if device.type != "cuda":
+        return CPU_MICRO_BATCH_TOKENS
+    hidden = getattr(model_config, "hidden_size", None) or 4096
+    layers = getattr(model_config, "num_hidden_layers", None) or 32
+    memory = torch.cuda.get_device_properties(device).total_memory
+    fits = share * memory / (GPU_BYTES_PER_TOKEN_WIDTH_LAYER * hidden * layers)
+    budget = CPU_MICRO_BATCH_TOKENS
+    while budget * 2 <= min(fits, 32768):
+        budget *= 2
+    return budget
+
+
 class NonFiniteLossError(RuntimeError):
     """The loss, or the weights after an optimizer step, became NaN or infinite; training stopped before
     anything non-finite was saved."""
@@ -353,6 +378,8 @@ class SkillRiseTrainer(GRPOAdapter):
             # alias such as "tiny" has none, and the embeddings are not trained here
             warnings.filterwarnings("ignore", message="Could not find a config file in", category=UserWarning)
         self.ranks = Ranks(self.accelerator.process_index, self.accelerator.num_processes)
+        self.auto_micro_batch_tokens = 0 if self.is_deepspeed_enabled else auto_micro_batch_tokens(
+            self.accelerator.device, getattr(model, "config", None))
         if self.is_deepspeed_enabled and config.micro_batch_tokens > 0:
             raise ConfigurationError(
                 "DeepSpeed steps its optimizer inside every backward pass, and --micro-batch-tokens packs several "
@@ -529,7 +556,8 @@ class SkillRiseTrainer(GRPOAdapter):
             calls[0] += 1
             return generate(*args)
 
-        local = self.rollout.play(self.rollout.mine(plans), counted, step=step)
+        with self.generation_weights():  # LoRA merged once for the rollout (the weights do not change in it)
+            local = self.rollout.play(self.rollout.mine(plans), counted, step=step)
         if isinstance(generate, LockstepGeneration):
             generate.finish()  # join the other ranks' generation calls until every rank's rollout ended
             calls[0] = generate.calls  # placeholders included
@@ -673,6 +701,8 @@ class SkillRiseTrainer(GRPOAdapter):
         """Row indices of each micro-batch: rows sorted by length, packed while rows x longest <= budget; on
         several processes, micro-batches of the same sizes on every one (`distributed.common_packing`)."""
         budget = self.config.micro_batch_tokens
+        if budget < 0:
+            budget = self.auto_micro_batch_tokens
         rows_total = inputs["completion_mask"].size(0)
         if budget <= 0 or rows_total <= 1:
             return [torch.arange(rows_total)]

@@ -37,6 +37,8 @@ import torch
 from trl import GRPOConfig, GRPOTrainer
 from trl.trainer.utils import pad, selective_log_softmax, selective_log_softmax_and_entropy
 
+from skillrise_train.lora import merged_lora
+
 #: the TRL releases this module is written and tested against (pyproject pins the same range)
 TRL_VERSIONS = (">=1.16", "<1.17")
 #: the keys of a batch handed to TRL's loss (what `_generate_and_score_completions` returns)
@@ -117,6 +119,9 @@ class GRPOAdapter(GRPOTrainer):
     Subclasses implement `rollout_batch()` (one batch of rows, `BATCH_KEYS`) and call `generate_ids`,
     `policy_logps`, `policy_loss`, `log_metric`; they never touch TRL's private names themselves.
     """
+
+    #: seeded HF generation folds LoRA adapters into the base weights for each call (skillrise_train/lora.py)
+    merge_lora_for_generation: bool = True
 
     # ------------------------------------------------------------------ what subclasses implement
     def rollout_batch(self) -> dict[str, Any]:
@@ -230,8 +235,10 @@ class GRPOAdapter(GRPOTrainer):
             generation_kwargs=self.generation_kwargs,
             gradient_checkpointing_kwargs=self.args.gradient_checkpointing_kwargs,
         ) as model, self._dist.summon_full_params(self.model_wrapped, recurse=False):  # FSDP: as TRL's generate
-            out = model.generate(input_ids=input_ids, attention_mask=attention_mask, generation_config=config,
-                                 logits_processor=processors)
+            # LoRA folded into the base for the call, restored exactly after (lora.py); not for sharded models
+            with merged_lora(model, enabled=self.merge_lora_for_generation and not self.sharded_generation):
+                out = model.generate(input_ids=input_ids, attention_mask=attention_mask, generation_config=config,
+                                     logits_processor=processors)
         completions = out[:, input_ids.shape[1]:].cpu().tolist()
         eos = set(self.eos_token_ids)
         cut = []
@@ -253,6 +260,12 @@ class GRPOAdapter(GRPOTrainer):
     def log_metric(self, name: str, value: float) -> None:
         """A value for TRL's per-step log (averaged over the step's calls, as TRL's own metrics)."""
         self._metrics["train"][name].append(value)
+
+    def generation_weights(self) -> Any:
+        """A context for a block of generation calls (a rollout, an evaluation): LoRA adapters merged into the
+        base weights once for the block, restored exactly on exit (lora.py); the calls' own merges are then
+        no-ops. Nothing is merged for sharded models or with `merge_lora_for_generation` off."""
+        return merged_lora(self.model, enabled=self.merge_lora_for_generation and not self.sharded_generation)
 
     @property
     def sharded_generation(self) -> bool:

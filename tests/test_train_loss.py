@@ -149,3 +149,36 @@ def test_token_budget_micro_batches_give_the_same_loss_and_gradient(trainer, los
     assert results[0][0] == 1 and results[70][0] >= 3  # the budget really split the batch
     assert results[70][1] == pytest.approx(results[0][1], rel=1e-5, abs=1e-6)
     torch.testing.assert_close(results[70][2], results[0][2], rtol=1e-4, atol=1e-6)
+
+
+def test_auto_micro_batch_tokens_by_device(monkeypatch):
+    """`--micro-batch-tokens -1`: 1024 on a CPU; on a GPU the power of two (1024..32768) that fits a quarter of
+    its memory at 48 bytes per token per hidden unit and layer; the trainer resolves -1 to it."""
+    from types import SimpleNamespace
+
+    from skillrise_train.trainer import auto_micro_batch_tokens
+
+    smollm2 = SimpleNamespace(hidden_size=576, num_hidden_layers=30)
+    assert auto_micro_batch_tokens("cpu", smollm2) == 1024
+    for gib, expected in ((141, 32768), (80, 16384), (24, 4096), (16, 4096), (2, 1024)):
+        memory = gib * 2**30
+        monkeypatch.setattr(torch.cuda, "get_device_properties", lambda device, m=memory: SimpleNamespace(total_memory=m))
+        assert auto_micro_batch_tokens("cuda:0", smollm2) == expected, gib
+    # a wider, deeper model gets a smaller budget on the same GPU
+    big = SimpleNamespace(hidden_size=2048, num_hidden_layers=36)
+    monkeypatch.setattr(torch.cuda, "get_device_properties", lambda device: SimpleNamespace(total_memory=80 * 2**30))
+    assert auto_micro_batch_tokens("cuda:0", big) == 4096
+
+
+def test_the_default_budget_resolves_on_this_device(trainer):
+    assert trainer.config.micro_batch_tokens == -1 or trainer.config.micro_batch_tokens >= 0
+    config_budget = trainer.config.micro_batch_tokens
+    try:
+        trainer.config.micro_batch_tokens = -1
+        rows = 5
+        batch = {"completion_mask": torch.ones(rows, 600, dtype=torch.long),
+                 "prompt_mask": torch.ones(rows, 400, dtype=torch.long)}
+        assert trainer.auto_micro_batch_tokens == 1024
+        assert len(trainer.pack_rows(batch)) == rows  # 1000 tokens a row: one row per 1024-token pass
+    finally:
+        trainer.config.micro_batch_tokens = config_budget
