@@ -22,8 +22,8 @@ Phase machine of an episode (K tasks)::
   template's assistant header; `prompts.answer_prefix`).
 - Reward: 1.0 on the SOLVE step that completes a task successfully, else 0.0 (curate steps: always 0).
   Credit assignment across tasks belongs to consumers (the trainer), not to the env.
-- `terminated` becomes True after the K-th task (or its curate step); `truncated` is always False: the
-  per-task step limit ends a task, not the episode.
+- `terminated` becomes True after the K-th task (or its curate step), or with ``end_on_success`` after the
+  first solved task; `truncated` is always False: the per-task step limit ends a task, not the episode.
 
 Bad settings are refused when the env is made: K (1 to `MAX_K`), max_task_steps, skill_char_limit (>= 0) and
 max_action_chars (>= 1) must be integers, never bools, else ValueError naming the keyword; reset options that
@@ -120,6 +120,8 @@ class SequenceEnv(gym.Env):
             "reflect" (a list of per-task reflections, LaMer-style).
         prompt_style: "full" (reason, then answer) or "compact" (answer only, short; for small models);
             default: the backend's `prompt_style`.
+        end_on_success: end the episode at the first solved task, with no curate turn after it (LaMer's
+            attempts, mode "repeat": a solved task is not attempted again; later positions are not played).
         backend_options: keyword arguments for the backend's constructor.
     """
 
@@ -143,6 +145,7 @@ class SequenceEnv(gym.Env):
         backend_options: dict[str, Any] | None = None,
         carry: str = "skill",
         prompt_style: str | None = None,
+        end_on_success: bool = False,
     ) -> None:
         if isinstance(backend, Backend):
             self._backend: Backend | None = backend
@@ -175,6 +178,9 @@ class SequenceEnv(gym.Env):
         self.K, self.split, self.mode, self.family = int(K), split, mode, family
         self.max_task_steps = int(max_task_steps or self._backend_cls.default_max_task_steps)
         self.curate_after_last = curate_after_last
+        if not isinstance(end_on_success, bool):
+            raise ValueError(f"end_on_success must be True or False, got {end_on_success!r}")
+        self.end_on_success = end_on_success
         self.skill_char_limit = int(skill_char_limit)
         # carry "reflect" shows up to K reflections of skill_char_limit characters each, plus their headers
         document_limit = self.skill_char_limit if carry != "reflect" else self.K * (self.skill_char_limit + 200) + 100
@@ -387,7 +393,9 @@ class SequenceEnv(gym.Env):
     def _end_task(self, record: TaskRecord) -> None:
         record.ended = True
         last = record.position == self.K - 1
-        if self.carry == "none":
+        if self.end_on_success and record.success:  # solved: nothing left to attempt (LaMer)
+            self._done = True
+        elif self.carry == "none":
             if last:
                 self._done = True
             else:  # nothing to carry: the next task starts at once

@@ -307,7 +307,8 @@ def _train(config: TrainConfig, ranks: Any, out: Path, resume_from: str | None, 
             with trainer.generation_weights():
                 record = run_evaluation(config, generate, step, eval_split, out)
             say(f"eval step {step} ({eval_split}, {config.eval_sequences} sequences): "
-                "success by position " + "/".join(f"{s:.2f}" for s in record["success_by_position"]))
+                "success by position " + "/".join(f"{s:.2f}" for s in record["success_by_position"])
+                + ("; Pass@k " + "/".join(f"{s:.2f}" for s in record["pass_at_k"]) if "pass_at_k" in record else ""))
             evaluations.append(record)
         if hasattr(generate, "finish"):
             generate.finish()

@@ -95,7 +95,7 @@ class TRLOptions(JSONObject):
     example = '{"lr_scheduler_type": "cosine"}'
 
 
-ALGOS = ("skillrise", "grpo", "gigpo")
+ALGOS = ("skillrise", "grpo", "gigpo", "lamer")
 ADVANTAGE_MODES = ("mean_norm", "mean_std_norm")
 
 
@@ -104,7 +104,7 @@ class TrainConfig:
     """Configuration of `skillrise-train` (fields are CLI flags: `--max-new-tokens 64`)."""
 
     env: str = option("webshop", 'Benchmark backend: webshop, alfworld, scienceworld (or toy, the unit-test engine).')
-    algo: str = option("skillrise", "skillrise (solve + curate, skill document), grpo (the baseline: independent tasks, no document) or gigpo (grpo's episodes, plus step-level advantages over repeated states).")
+    algo: str = option("skillrise", "skillrise (solve + curate, skill document), grpo (the baseline: independent tasks, no document) or gigpo (grpo's episodes, plus step-level advantages over repeated states), lamer (K attempts at one task, a reflection after each failed one, LaMer's cross-attempt return: credit.py).")
     model: str = option("smollm2", 'Model: smollm2 (embedded default), tiny (test model), a local HF directory, or a cached Hub id.')
     K: int = option(2, 'Tasks per sequence.')
     G: int = option(2, 'Trials per sequence (the group size of the group-relative advantage).')
@@ -177,6 +177,8 @@ class TrainConfig:
 
         if self.curate_credit not in CURATE_CREDITS:
             raise ValueError(f"curate_credit must be one of {CURATE_CREDITS}, got {self.curate_credit!r}")
+        if self.algo == "lamer":
+            self._check_lamer()
         if self.prompt_style not in ("auto",) + STYLES:
             raise ValueError(f"prompt_style must be auto or one of {STYLES}, got {self.prompt_style!r}")
         if self.warmstart_documents not in ("one", "several"):
@@ -222,6 +224,25 @@ class TrainConfig:
 
         backend_class(self.env)  # an unknown name: ValueError listing the known ones
         check_options(self.env, self.backend_options)
+
+    def _check_lamer(self) -> None:
+        """What --algo lamer cannot use, refused with the reason."""
+        from skillrise_gym import prompts
+        from skillrise_gym.backends import backend_class
+
+        if self.K < 2:
+            raise ValueError(f"--algo lamer plays K attempts at one task, reflecting between them: K must be at "
+                             f"least 2, got {self.K}")
+        if self.curate_credit != "future":
+            raise ValueError("--curate-credit applies to SkillRise's curate turns; --algo lamer credits its "
+                             f"reflections with the next attempt's return (credit.py): drop --curate-credit "
+                             f"{self.curate_credit}")
+        if not prompts.profile(backend_class(self.env).benchmark).reflect:
+            raise ValueError(f"--algo lamer needs a reflect prompt, and {self.env} has none")
+        if self.warmstart_steps:
+            raise ValueError("--warmstart-steps teaches skill documents (<skill>), not LaMer's reflections "
+                             "(<remark>): start --algo lamer from an instruction-tuned model, or from a "
+                             "warm-started folder (warmstart.py's save_warm_started) as --model")
 
     def to_dict(self) -> dict[str, Any]:
         return {**asdict(self), "backend_options": dict(self.backend_options), "trl_options": dict(self.trl_options)}

@@ -36,6 +36,21 @@ public implementation is verl-agent's `gigpo` estimator), over the same single-t
    weighs more); ours over trials, as for SkillRise and GRPO. The penalty for invalid turns is subtracted
    once, after both parts.
 
+LaMer (`lamer_credit`, the baseline of Jiang et al. 2025, "Meta-RL Induces Exploration in Language Agents";
+public code: mlbio-epfl/LaMer, `credit_assignment` in agent_system/multi_turn_rollout/metarl_rollout_loop.py).
+A trial is N = K attempts at ONE task (mode repeat), each attempt after the first preceded by a reflection
+turn (role curate, carry "reflect") on the failed one; a solved attempt ends the trial (the env's
+`end_on_success`), so attempts after it have r = 0. With r_n the reward of attempt n (0 when not played):
+     solve turn of attempt n:            G_n = sum_{m>=n} gamma^(m-n) r_m     (= r_n + gamma G_{n+1})
+     reflection written after attempt n: G_{n+1} = sum_{m>n} gamma^(m-n-1) r_m (the next attempt's return)
+   (the paper's cross-attempt return with gamma = its gamma_traj, 0.6 by default in its code, and no
+   within-attempt discounting: every solve turn of an attempt gets the attempt's return, as ours do.)
+   Advantages: the same group-relative step as SkillRise, per (group, attempt, role), one value per trial.
+   Where ours differs from LaMer's code: it adds GiGPO's step-level term (turns grouped by identical
+   observation, across attempts) to an episode term normalised over every attempt of the task together,
+   and it discounts later attempts by step_gamma over the steps left in the current one as well. Ours keeps
+   SkillRise's normaliser, so a comparison of the two isolates what is credited and what crosses tasks.
+
 Two conscious differences from the reference (spec section 4.3): the penalty is subtracted after
 normalisation instead of being folded into the score first (under mean_std_norm a group of equal returns
 has std 0, and a folded-in penalty would be divided by eps), and the per-trial group value is the trial's
@@ -191,6 +206,43 @@ def gigpo_advantages(
     out = episode + step_weight * step_adv
     out -= invalid_penalty * np.array([not tag.format_valid for tag in tags], dtype=np.float64)
     return returns, out
+
+
+def lamer_returns(tags: Sequence[TurnTag], task_rewards: Mapping[Hashable, Sequence[float]],
+                  gamma: float) -> np.ndarray:
+    """LaMer's cross-attempt returns (module docstring): G_n for a solve turn of attempt n, G_{n+1} for the
+    reflection written after attempt n. `task_rewards[trial]` lists r_0..r_{N-1}, 0 for attempts not played."""
+    if not 0.0 <= gamma <= 1.0:
+        raise ValueError(f"gamma must be in [0, 1], got {gamma}")
+    attempt_returns: dict[Hashable, list[float]] = {}
+    for trial, rewards in task_rewards.items():
+        running, out = 0.0, [0.0] * (len(rewards) + 1)  # out[N] = 0: nothing after the last attempt
+        for n in range(len(rewards) - 1, -1, -1):
+            running = float(rewards[n]) + gamma * running
+            out[n] = running
+        attempt_returns[trial] = out
+    returns = np.zeros(len(tags), dtype=np.float64)
+    for n, tag in enumerate(tags):
+        by_attempt = attempt_returns[tag.trial]
+        if tag.role == SOLVE:
+            returns[n] = by_attempt[tag.position]
+        elif tag.role == CURATE:
+            returns[n] = by_attempt[tag.position + 1]
+        else:
+            raise ValueError(f"unknown role {tag.role!r}")
+    return returns
+
+
+def lamer_credit(
+    tags: Sequence[TurnTag],
+    task_rewards: Mapping[Hashable, Sequence[float]],
+    gamma: float = 0.6,
+    mode: str = "mean_norm",
+    invalid_penalty: float = 0.5,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Returns and advantages of every turn of LaMer's attempts (module docstring)."""
+    returns = lamer_returns(tags, task_rewards, gamma)
+    return returns, advantages(tags, returns, mode=mode, invalid_penalty=invalid_penalty)
 
 
 def trained_turns(tags: Sequence[TurnTag], curate_credit: str = "future") -> list[int]:

@@ -58,7 +58,11 @@ def evaluate(config: TrainConfig, generate: GenerateFn, step: int, split: str, o
                         {"model": config.model, "algo": config.algo, "output_dir": str(out), "step": step},
                         seed=config.seed + EVAL_SEED_OFFSET)
     bench = BenchConfig(
-        env=config.env, out=str(out / "eval" / f"step-{step}"), K=[config.K], mode="cross",
+        env=config.env, out=str(out / "eval" / f"step-{step}"), K=[config.K],
+        # LaMer's policy is evaluated as it trained: K attempts at one task with reflections (Pass@k: a task
+        # counts as solved by attempt k if any attempt up to k solved it)
+        mode="repeat" if config.algo == "lamer" else "cross",
+        carry=["reflect"] if config.algo == "lamer" else ["skill"],
         num_sequences=config.eval_sequences, split=split, seed=config.seed + EVAL_SEED_OFFSET,
         workers=config.env_workers, parallel=max(1, min(config.eval_sequences, config.generation_batch)),
         max_task_steps=config.max_task_steps, backend_options=dict(config.backend_options), progress=False,
@@ -66,12 +70,17 @@ def evaluate(config: TrainConfig, generate: GenerateFn, step: int, split: str, o
         ray_num_cpus=config.ray_num_cpus, ray_memory=config.ray_memory,
     )
     outcome = run_bench(bench, agent)
-    block = outcome.summary["blocks"][0]
+    summary = outcome.summary
+    if "by_carry" in summary:  # another carry than the default skill: the bench's per-mode layout
+        summary = summary["by_carry"][bench.carry[0]]
+    block = summary["blocks"][0]
     success = [float(p["mean"]) for p in block.get("success_by_position", [])]
     record = {
         "step": step, "split": split, "sequences": config.eval_sequences,
         "success_by_position": success, "success": sum(success) / len(success) if success else 0.0,
     }
+    if "pass_at_k" in block:  # repeat mode (lamer): solved in at least one of the first k attempts
+        record["pass_at_k"] = [float(p["mean"]) for p in block["pass_at_k"].values()]
     with open(out / "eval.jsonl", "a", encoding="utf-8") as handle:
         handle.write(json.dumps(record) + "\n")
     return record

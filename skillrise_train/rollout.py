@@ -290,6 +290,19 @@ class _Pacer:
         return min(left, max(remaining, 0.0) + 0.1 * expected)
 
 
+#: algorithms whose trials play whole sequences (the others play one task per trial)
+SEQUENCE_ALGOS = ("skillrise", "lamer")
+
+
+def episode_settings(algo: str, K: int) -> dict[str, Any]:
+    """The `SequenceEnv` settings of one training episode: K tasks of a family with curated documents
+    (skillrise); K attempts at one task, a reflection after each failed one, ending at the first success
+    (lamer); one task (grpo, gigpo)."""
+    if algo == "lamer":
+        return {"K": K, "mode": "repeat", "carry": "reflect", "end_on_success": True}
+    return {"K": K if algo in SEQUENCE_ALGOS else 1, "mode": "cross"}
+
+
 class RolloutEngine:
     """Owns the env pool and the sequence sampler of one split; plays rollouts with a generate function."""
 
@@ -331,19 +344,21 @@ class RolloutEngine:
         options = dict(backend_options or {})
         self.backend_options = options
         # The sampler lives in this process: it only needs the task list, never an engine episode.
-        catalog = SequenceEnv(backend=env, K=K, split=split, backend_options=options)
+        #: what an episode is: K tasks of a family (skillrise), K attempts at one task with reflections between
+        #: them, ending at the first success (lamer), or one task (grpo, gigpo)
+        self.episode = episode_settings(algo, K)
+        catalog = SequenceEnv(backend=env, K=K, split=split, mode=self.episode["mode"], backend_options=options)
         try:
             self.sampler: SequenceSampler = catalog.sampler()
         finally:  # the task list is all it gives: no engine it started to read one (a ScienceWorld JVM reading
             catalog.close()  # the splits on a first run) stays up beside the pool's N
-        episode_K = K if algo == "skillrise" else 1
         #: the step's sequences this process plays (their indices among the S; all of them on one process)
         self.shard = shard(S, Ranks(rank, world_size))
         #: trials of one step on this process: one per sequence and group member (GRPO: per task, too)
-        self.trials_per_step = len(self.shard) * (G if algo == "skillrise" else K * G)
+        self.trials_per_step = len(self.shard) * (G if self.whole_sequences else K * G)
         self.prompt_style = prompt_style
-        fn = env_fn(env, K=episode_K, split=split, max_task_steps=max_task_steps, backend_options=options,
-                    prompt_style=prompt_style)
+        fn = env_fn(env, split=split, max_task_steps=max_task_steps, backend_options=options,
+                    prompt_style=prompt_style, **self.episode)
         # N envs serve every trial of a step (play); with env workers or Ray actors, a worker that dies or
         # does not answer in env_timeout s is replaced
         size = pool_size(envs, self.trials_per_step, env)
@@ -354,6 +369,11 @@ class RolloutEngine:
 
     def close(self) -> None:
         self.pool.close()
+
+    @property
+    def whole_sequences(self) -> bool:
+        """Whether a trial plays a whole sequence (skillrise, lamer) rather than one of its tasks (grpo, gigpo)."""
+        return self.algo in SEQUENCE_ALGOS
 
     # ------------------------------------------------------------------ planning
     def sequences(self, index: int, n: int, seed_offset: int = 0) -> list[TaskSequence]:
@@ -368,7 +388,7 @@ class RolloutEngine:
         plans: list[TrialPlan] = []
         for s, sequence in enumerate(sequences):
             ids = [t.id for t in sequence.tasks]
-            if self.algo == "skillrise":
+            if self.whole_sequences:
                 for g in range(self.G):
                     plans.append(TrialPlan(f"{tag}/s{s}/g{g}", f"{tag}/s{s}", sequence, ids, sequence_index=s))
             else:

@@ -61,7 +61,7 @@ from skillrise_train.trl_adapter import GRPOAdapter, GRPOConfig, check_trl_versi
 from skillrise_gym.backends.base import ConfigurationError
 from skillrise_gym.records import write_jsonl
 from skillrise_train.config import TRL_FIELDS, TrainConfig
-from skillrise_train.credit import assign_credit, gigpo_advantages, trained_turns
+from skillrise_train.credit import assign_credit, gigpo_advantages, lamer_credit, trained_turns
 from skillrise_train.distributed import LockstepGeneration, Ranks, common_packing
 from skillrise_train.rollout import Completion, RolloutEngine, RolloutResult, merge_results, rollout_stats
 
@@ -566,7 +566,12 @@ class SkillRiseTrainer(GRPOAdapter):
                                                     for s in local.samples])
         result = merge_results(self.ranks.gather(light), plans)
         tags = [s.tag for s in result.samples]
-        if self.config.algo == "gigpo":
+        if self.config.algo == "lamer":
+            returns, advantages = lamer_credit(
+                tags, result.task_rewards, gamma=self.config.gamma, mode=self.config.advantage_mode,
+                invalid_penalty=self.config.invalid_penalty,
+            )
+        elif self.config.algo == "gigpo":
             returns, advantages = gigpo_advantages(
                 tags, result.task_rewards, step_gamma=self.config.step_gamma,
                 step_weight=self.config.step_advantage_weight, mode=self.config.advantage_mode,

@@ -1,0 +1,184 @@
+"""LaMer as a training algorithm (`--algo lamer`, credit.py's `lamer_credit`): K attempts at one task, a
+reflection after each failed attempt, the trial ending at the first success; solve turns of attempt n get
+G_n = r_n + gamma G_{n+1}, the reflection after attempt n gets G_{n+1}; advantages per (group, attempt,
+role). Credit proven by hand; the rollout plays repeat sequences with reflections and stops at a success;
+the env's end_on_success; what --algo lamer cannot use is refused with the reason."""
+
+from __future__ import annotations
+
+import json
+import zlib
+
+import numpy as np
+import pytest
+
+from skillrise_gym.env import SequenceEnv
+from skillrise_train.config import TrainConfig
+from skillrise_train.credit import CURATE, SOLVE, TurnTag, lamer_credit, lamer_returns
+from skillrise_train.rollout import Completion, RolloutEngine
+
+K, G, S = 3, 2, 3
+
+
+def test_lamer_credit_by_hand():
+    """Two trials of one task, gamma 0.6, success_reward 10. Trial a fails attempt 0 and solves attempt 1 (so
+    attempt 2 is never played): r = (0, 10, 0). Trial b fails all three: r = (0, 0, 0).
+    a: solve@0: 0 + 0.6*10 = 6; reflection after 0: G_1 = 10; solve@1: 10 (no reflection after a success)
+    b: every return 0. Advantages (mean_norm, per (group, attempt, role), one value per trial):
+    solve@0: 6 - 3 = 3 / -3; reflect@0: 10 - 5 = 5 / -5; solve@1: 10 - 5 = 5 / -5; reflect@1 (b only): 0;
+    solve@2 (b only): 0; b's second solve turn at attempt 0 has the same return and advantage as its first;
+    a turn without its tags loses the penalty 0.5."""
+    tags = [
+        TurnTag("a", "g", SOLVE, 0), TurnTag("a", "g", CURATE, 0), TurnTag("a", "g", SOLVE, 1, format_valid=False),
+        TurnTag("b", "g", SOLVE, 0), TurnTag("b", "g", SOLVE, 0, step=1), TurnTag("b", "g", CURATE, 0),
+        TurnTag("b", "g", SOLVE, 1), TurnTag("b", "g", CURATE, 1), TurnTag("b", "g", SOLVE, 2),
+    ]
+    rewards = {"a": [0.0, 10.0, 0.0], "b": [0.0, 0.0, 0.0]}
+    returns, advantages = lamer_credit(tags, rewards, gamma=0.6, invalid_penalty=0.5)
+    np.testing.assert_allclose(returns, [6, 10, 10, 0, 0, 0, 0, 0, 0])
+    np.testing.assert_allclose(advantages, [3, 5, 5 - 0.5, -3, -3, -5, -5, 0, 0])
+    # three attempts, all solved (a success on every attempt, were they all played): 10 + 6 + 3.6
+    np.testing.assert_allclose(lamer_returns([TurnTag("c", "h", SOLVE, 0), TurnTag("c", "h", CURATE, 0)],
+                                             {"c": [10.0, 10.0, 10.0]}, gamma=0.6), [19.6, 16.0])
+    with pytest.raises(ValueError, match="gamma"):
+        lamer_returns(tags, rewards, gamma=1.5)
+
+
+def test_end_on_success_ends_the_episode_at_the_first_solved_attempt():
+    env = SequenceEnv("toy", K=3, mode="repeat", carry="reflect", end_on_success=True, expert_in_info=True)
+    obs, info = env.reset(seed=3)
+    task = info["task_id"]
+    # attempt 0 fails on purpose (an unknown command until the step limit), then a reflection
+    terminated, steps = False, 0
+    while obs["role"] == 0 and not terminated:
+        obs, reward, terminated, _, info = env.step("<action>press nothing</action>")
+        steps += 1
+        assert reward == 0.0
+    assert not terminated and obs["role"] == 1 and steps == env.max_task_steps
+    obs, reward, terminated, _, info = env.step("<remark>press the switches the task names, in order</remark>")
+    assert obs["position"] == 1 and info["task_id"] == task and "press the switches" in obs["skill_document"]
+    while not terminated:  # attempt 1: the expert solves it; the episode ends there, no reflection
+        obs, reward, terminated, _, info = env.step(f"<action>{info['expert_action']}</action>")
+    assert reward == 1.0 and info["success"] and info["position"] == 1
+    assert [r.success for r in env.records] == [False, True]  # attempt 2 never played
+    with pytest.raises(RuntimeError):
+        env.step("<action>press red switch</action>")
+    with pytest.raises(ValueError, match="end_on_success"):
+        SequenceEnv("toy", K=2, end_on_success="yes")
+    env.close()
+
+
+def _answer(prompt: str) -> str:
+    """Deterministic and varied: a reflection for reflect prompts; else one of the task's switches picked by
+    the prompt's checksum (some attempts solve, some do not); one in seven without tags."""
+    pick = zlib.crc32(prompt.encode())
+    if "<remark>" in prompt:
+        return f"<remark>try switch {pick % 5}</remark>"
+    if pick % 7 == 0:
+        return "no tags here"
+    task = prompt.split("Your task is to: press ", 1)[1].split(".\n", 1)[0]
+    switches = task.split(", then ")
+    return f"<action>press {switches[pick % len(switches)]}</action>"
+
+
+def _generate(prompts, prefixes, seeds=None):
+    return [Completion([zlib.crc32(p.encode()) % 1000], [len(p) % 7], pre + _answer(p))
+            for p, pre in zip(prompts, prefixes)]
+
+
+@pytest.fixture(scope="module")
+def lamer_rollout():
+    outcomes = {}
+    for envs in (1, 4):
+        rollout = RolloutEngine("toy", "lamer", K, G, S, "train", 3, seed=9, envs=envs)
+        try:
+            plans = rollout.plan(rollout.sequences(0, S), tag="step0")
+            result = rollout.play(plans, _generate, step=0)
+        finally:
+            rollout.close()
+        outcomes[envs] = (plans, result)
+    return outcomes
+
+
+def test_the_lamer_rollout_plays_attempts_with_reflections_and_stops_at_a_success(lamer_rollout):
+    plans, result = lamer_rollout[4]
+    assert len(plans) == S * G and all(len(set(p.task_ids)) == 1 and len(p.task_ids) == K for p in plans)
+    by_trial: dict[str, list] = {}
+    for sample in result.samples:
+        by_trial.setdefault(sample.turn.trial_id, []).append(sample)
+    solved_somewhere = failed_everywhere = 0
+    for plan in plans:
+        samples = by_trial[plan.trial_id]
+        assert {s.turn.task_id for s in samples} == {plan.task_ids[0]}  # one task, attempted again
+        rewards = result.task_rewards[plan.trial_id]
+        first = next((n for n, r in enumerate(rewards) if r > 0), None)
+        played = {s.turn.position for s in samples if s.turn.role == "solve"}
+        reflected = sorted(s.turn.position for s in samples if s.turn.role == "curate")
+        if first is None:
+            failed_everywhere += 1
+            assert played == set(range(K)) and reflected == list(range(K - 1))
+        else:
+            solved_somewhere += 1
+            assert played == set(range(first + 1)) and reflected == list(range(first))  # none after the success
+            assert all(r == 0 for r in rewards[first + 1:])
+        for s in samples:
+            if s.turn.role == "curate":
+                assert "<remark>" in s.turn.prompt and "<skill>" not in s.turn.prompt
+    assert solved_somewhere and failed_everywhere  # the probe covers both kinds of trial
+    assert any(result.task_rewards[p.trial_id][0] == 0 and max(result.task_rewards[p.trial_id]) > 0 for p in plans), \
+        "no trial solved a later attempt after failing the first"
+    # the credit the trainer computes, recomputed here from the rewards by the formula
+    tags = [s.tag for s in result.samples]
+    returns, _ = lamer_credit(tags, result.task_rewards, gamma=0.6)
+    for tag, value in zip(tags, returns):
+        r = result.task_rewards[tag.trial]
+        start = tag.position if tag.role == "solve" else tag.position + 1
+        assert value == pytest.approx(sum(0.6 ** (m - start) * r[m] for m in range(start, K)))
+
+
+def test_the_lamer_rollout_is_the_same_for_any_number_of_envs(lamer_rollout):
+    def turns(result):
+        return [(s.turn.trial_id, s.turn.position, s.turn.role, s.turn.prompt, s.turn.response, s.turn.reward)
+                for s in result.samples]
+
+    assert turns(lamer_rollout[1][1]) == turns(lamer_rollout[4][1])
+    assert lamer_rollout[1][1].task_rewards == lamer_rollout[4][1].task_rewards
+
+
+@pytest.mark.parametrize("flags, message", [
+    ({"K": 1}, "K must be at least 2"),
+    ({"curate_credit": "own"}, "curate-credit"),
+    ({"warmstart_steps": 10}, "reflections"),
+])
+def test_what_lamer_cannot_use_is_refused(flags, message):
+    with pytest.raises(ValueError, match=message):
+        TrainConfig(env="toy", algo="lamer", **{"K": 2, **flags})
+
+
+def test_the_cli_refuses_it_in_one_line(capsys):
+    from skillrise_train.cli import main
+
+    assert main(["--env", "toy", "--algo", "lamer", "--K", "1"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "K must be at least 2" in err[0]
+
+
+def test_one_lamer_training_step_with_evaluation(tmp_path):
+    """The trainer end to end on the tiny model: repeat episodes with reflections, recorded turns carrying
+    LaMer's returns, evaluation in repeat mode with Pass@k."""
+    from skillrise_train.cli import main
+
+    out = tmp_path / "run"
+    code = main(["--env", "toy", "--algo", "lamer", "--model", "tiny", "--K", "2", "--G", "2", "--S", "2",
+                 "--steps", "1", "--max-task-steps", "2", "--max-new-tokens", "8", "--eval-interval", "1",
+                 "--eval-sequences", "2", "--output-dir", str(out)])
+    assert code == 0
+    turns = [json.loads(line) for line in (out / "turns.jsonl").read_text().splitlines()]
+    assert turns and all(t["extra"]["algo"] == "lamer" for t in turns)
+    by_trial: dict[str, set] = {}
+    for t in turns:
+        by_trial.setdefault(t["trial_id"], set()).add(t["task_id"])
+    assert all(len(ids) == 1 for ids in by_trial.values())  # one task per trial, attempted again
+    assert any(t["role"] == "curate" and "<remark>" in t["prompt"] for t in turns)
+    evaluation = json.loads((out / "eval.jsonl").read_text().splitlines()[-1])
+    assert len(evaluation["pass_at_k"]) == 2 and len(evaluation["success_by_position"]) == 2
