@@ -239,10 +239,9 @@ class TrainConfig:
                              f"{self.curate_credit}")
         if not prompts.profile(backend_class(self.env).benchmark).reflect:
             raise ValueError(f"--algo lamer needs a reflect prompt, and {self.env} has none")
-        if self.warmstart_steps:
-            raise ValueError("--warmstart-steps teaches skill documents (<skill>), not LaMer's reflections "
-                             "(<remark>): start --algo lamer from an instruction-tuned model, or from a "
-                             "warm-started folder (warmstart.py's save_warm_started) as --model")
+        if self.warmstart_steps and self.warmstart_documents != "one":
+            raise ValueError("--warmstart-documents several builds skill documents; LaMer's reflections are one "
+                             "clause each: drop --warmstart-documents with --algo lamer")
 
     def to_dict(self) -> dict[str, Any]:
         return {**asdict(self), "backend_options": dict(self.backend_options), "trl_options": dict(self.trl_options)}

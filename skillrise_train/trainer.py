@@ -444,10 +444,10 @@ class SkillRiseTrainer(GRPOAdapter):
         from skillrise_train.warmstart import format_examples, warm_start
 
         c = self.config
-        env = SequenceEnv(
-            backend=c.env, K=self.rollout.K if c.algo == "skillrise" else 1, split=self.rollout.split,
-            max_task_steps=c.max_task_steps, backend_options=self.rollout.backend_options,
-            prompt_style=self.rollout.prompt_style,
+        env = SequenceEnv(  # the run's own episodes (lamer: attempts with reflections)
+            backend=c.env, split=self.rollout.split, max_task_steps=c.max_task_steps,
+            backend_options=self.rollout.backend_options, prompt_style=self.rollout.prompt_style,
+            **self.rollout.episode,
         )
         try:
             examples = format_examples(env, c.warmstart_sequences, seed=c.seed, documents=c.warmstart_documents)

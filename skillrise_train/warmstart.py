@@ -53,7 +53,7 @@ from typing import Any, Callable, Collection, Sequence
 import numpy as np
 
 from skillrise_gym.documents import clauses as document_clauses, words as word_set
-from skillrise_gym.prompts import ROLE_SOLVE, action_answer, skill_answer
+from skillrise_gym.prompts import ROLE_SOLVE, action_answer, reflection_answer, skill_answer
 
 
 @dataclass(frozen=True)
@@ -94,7 +94,9 @@ def format_examples(env: Any, sequences: int, seed: int = 0, reading: int = 2, d
             else:
                 own = trajectory_clauses(base.records[-1].history)
                 clauses.update(dict.fromkeys(own))
-                if several:
+                if base.carry == "reflect":  # LaMer's reflections: one clause of the attempt, in <remark> tags
+                    target = reflection_answer(own[int(rng.integers(len(own)))] if own else "none")
+                elif several:
                     target = skill_answer(curated_document(str(obs["skill_document"]), own, rng))
                 else:
                     target = skill_answer(own[int(rng.integers(len(own)))] if own else "none")

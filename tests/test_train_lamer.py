@@ -148,7 +148,7 @@ def test_the_lamer_rollout_is_the_same_for_any_number_of_envs(lamer_rollout):
 @pytest.mark.parametrize("flags, message", [
     ({"K": 1}, "K must be at least 2"),
     ({"curate_credit": "own"}, "curate-credit"),
-    ({"warmstart_steps": 10}, "reflections"),
+    ({"warmstart_steps": 10, "warmstart_documents": "several"}, "reflections are one"),
 ])
 def test_what_lamer_cannot_use_is_refused(flags, message):
     with pytest.raises(ValueError, match=message):
@@ -182,3 +182,20 @@ def test_one_lamer_training_step_with_evaluation(tmp_path):
     assert any(t["role"] == "curate" and "<remark>" in t["prompt"] for t in turns)
     evaluation = json.loads((out / "eval.jsonl").read_text().splitlines()[-1])
     assert len(evaluation["pass_at_k"]) == 2 and len(evaluation["success_by_position"]) == 2
+
+
+def test_the_warm_start_teaches_reflections_for_lamer():
+    """With --algo lamer the format warm start plays the run's own episodes (attempts at one task): its
+    between-attempt targets are <remark> reflections of one trajectory clause, on reflect prompts."""
+    from skillrise_train.rollout import episode_settings
+    from skillrise_train.warmstart import format_examples
+
+    env = SequenceEnv("toy", max_task_steps=2, **episode_settings("lamer", 3))
+    try:
+        examples = format_examples(env, 6, seed=0)
+    finally:
+        env.close()
+    reflections = [ex for ex in examples if "<remark>" in ex.prompt]
+    assert reflections and all(ex.target.startswith("<remark>") and ex.target.endswith("</remark>")
+                               for ex in reflections)
+    assert not any("<skill>" in ex.target for ex in examples)
