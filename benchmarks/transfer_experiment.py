@@ -9,6 +9,8 @@ Arms, trained with the same seed and step budget on the training families of the
     grpo            independent single-task episodes, no document (the baseline)
     gigpo           grpo's episodes plus GiGPO's step-level advantage (on the probe, one step per task: every
                     trial of a task shares its one state, so the step part repeats the episode part)
+    lamer           (not in the default arms) K attempts at one task with reflections between them, LaMer's
+                    cross-attempt return; started from its own format warm start (reflections, not documents)
 
 plus the untrained policy (the format warm start alone: answers in the tags, knows no rule). Every policy is
 then evaluated through the bench runner (`skillrise-bench`'s code path) on held-out families (the probe's
@@ -24,6 +26,12 @@ none, reflect), on the same pinned sequences. Outputs (benchmarks/results/):
     python benchmarks/transfer_experiment.py                  # the CPU preset (tiny model; see --help)
     python benchmarks/transfer_experiment.py --scale          # a GPU preset (SmolLM2 with LoRA, more steps)
     python benchmarks/transfer_experiment.py --arms skillrise grpo --steps 50 --eval-sequences 40
+    python benchmarks/transfer_experiment.py --arms skillrise lamer --feedback success --bins 4 --K 3 \
+        --repeat-k 3 --eval-K 3 --work-dir runs/lamer --results-dir benchmarks/results/lamer   # vs LaMer
+
+`--repeat-k K` also evaluates every policy in repeat mode (one task K times; Pass@k) with carry skill and
+reflect; `--feedback success` makes the probe withhold the rule after a wrong answer (rulebook.py), so that
+a second attempt must explore.
 
 Each arm's run lives in --work-dir (default runs/transfer/<arm>): metrics.jsonl, turns.jsonl, final/ and its
 bench evaluation (eval-bench/); a rerun reuses finished arms (their final/ and bench summaries) unless
@@ -54,7 +62,9 @@ ARMS = {
     "none": {"algo": "skillrise", "curate_credit": "none"},
     "grpo": {"algo": "grpo", "curate_credit": "future"},
     "gigpo": {"algo": "gigpo", "curate_credit": "future"},
+    "lamer": {"algo": "lamer", "curate_credit": "future"},
 }
+DEFAULT_ARMS = [arm for arm in ARMS if arm != "lamer"]
 CARRY = ("skill", "none", "reflect")
 
 
@@ -76,6 +86,8 @@ class Preset:
     rules: int = 1
     bins: int = 3
     novel: str = "none"  # held-out answers: the test families' kinds/colours never seen in training
+    feedback: str = "full"  # "success": a wrong answer's feedback names only the wrong bin (rulebook.py)
+    repeat_k: int = 0  # > 0: also evaluate in repeat mode (one task this many times; Pass@k)
     eval_K: list[int] = field(default_factory=lambda: [1, 2, 4, 6])
     eval_sequences: int = 100
     eval_temperature: float = 0.0
@@ -90,7 +102,8 @@ SCALE = Preset(model="smollm2", lora=True, steps=300, K=3, G=8, S=16, lr=1e-4, w
 
 
 def backend_options(p: Preset) -> dict[str, Any]:
-    return {"rules": p.rules, "bins": p.bins, **({"novel": p.novel} if p.novel != "none" else {})}
+    return {"rules": p.rules, "bins": p.bins, **({"novel": p.novel} if p.novel != "none" else {}),
+            **({"feedback": p.feedback} if p.feedback != "full" else {})}
 
 
 # ------------------------------------------------------------------------------------------ training
@@ -125,20 +138,21 @@ def train_arm(arm: str, start: str, p: Preset, work: Path, log) -> dict[str, Any
     }
 
 
-def untrained(p: Preset, work: Path, log) -> str:
+def untrained(p: Preset, work: Path, log, algo: str = "skillrise") -> str:
     """The format warm start alone, saved as a model folder: the 'untrained' policy (no RL step) and the
-    starting point of every arm (so arms differ only in their RL credit). Without a warm start: the model."""
+    starting point of every arm (so arms differ only in their RL credit). Without a warm start: the model.
+    `algo` "lamer": the warm start on LaMer's episodes (reflections), in untrained-lamer/."""
     from skillrise_gym.models import is_model_folder
     from skillrise_train.config import TrainConfig
     from skillrise_train.warmstart import save_warm_started
 
-    out = work / "untrained"
+    out = work / ("untrained" if algo != "lamer" else "untrained-lamer")
     if not p.warmstart_steps:
         return p.model
     if is_model_folder(out):
         return str(out)
-    log(f"[untrained] format warm start: {p.warmstart_steps} steps on {p.warmstart_sequences} sequences' examples")
-    config = TrainConfig(env="rulebook", model=p.model, lora=False, K=p.K, max_task_steps=1,
+    log(f"[{out.name}] format warm start: {p.warmstart_steps} steps on {p.warmstart_sequences} sequences' examples")
+    config = TrainConfig(env="rulebook", algo=algo, model=p.model, lora=False, K=p.K, max_task_steps=1,
                          max_new_tokens=p.max_new_tokens, warmstart_steps=p.warmstart_steps,
                          warmstart_sequences=p.warmstart_sequences, warmstart_documents=p.warmstart_documents,
                          seed=p.seed, threads=p.threads,
@@ -191,7 +205,7 @@ class ScriptedCurator:
 
 
 def evaluate(name: str, model_dir: str | None, p: Preset, work: Path, log, agent: Any = None,
-             carry: tuple[str, ...] = CARRY) -> dict[str, Any]:
+             carry: tuple[str, ...] = CARRY, repeat_agent: Any = None) -> dict[str, Any]:
     """Held-out families, every K and carry mode, through the bench runner with the hf agent (or `agent`);
     with what the curated documents hold (carry skill: `skillrise_gym.documents`)."""
     from skillrise_gym.agents.hf_agent import HFAgent, HFConfig
@@ -217,8 +231,37 @@ def evaluate(name: str, model_dir: str | None, p: Preset, work: Path, log, agent
                           "invalid_format_rate": b["invalid_format_rate"]}
             for b in summary["blocks"] if b["sequences"]
         }
-    return {"model_dir": model_dir, "bench_dir": str(out), "by_carry": table,
-            "documents": held_documents(out / "carry-skill" / "turns.jsonl" if len(carry) > 1 else out / "turns.jsonl", p)}
+    result = {"model_dir": model_dir, "bench_dir": str(out), "by_carry": table,
+              "documents": held_documents(out / "carry-skill" / "turns.jsonl" if len(carry) > 1 else out / "turns.jsonl", p)}
+    if p.repeat_k:
+        result["repeat"] = evaluate_repeat(name, model_dir, p, work, log, agent=repeat_agent,
+                                           carry=tuple(m for m in carry if m in ("skill", "reflect")))
+    return result
+
+
+def evaluate_repeat(name: str, model_dir: str | None, p: Preset, work: Path, log, agent: Any = None,
+                    carry: tuple[str, ...] = ("skill", "reflect")) -> dict[str, Any]:
+    """Repeat mode on held-out families: one task `p.repeat_k` times, the carry carrying across attempts;
+    Pass@k (solved in one of the first k attempts) per carry mode."""
+    from skillrise_gym.agents.hf_agent import HFAgent, HFConfig
+    from skillrise_gym.bench.runner import BenchConfig, run_bench
+
+    out = work / "eval-repeat" / name
+    log(f"[{name}] repeat mode on held-out families: {p.repeat_k} attempts, carry={list(carry)}")
+    if agent is None:
+        agent = HFAgent(HFConfig(model=model_dir, max_new_tokens=p.max_new_tokens, temperature=p.eval_temperature,
+                                 batch_size=64, seed=p.seed, threads=p.threads))
+    try:
+        bench = BenchConfig(env="rulebook", out=str(out), K=[p.repeat_k], mode="repeat", num_sequences=p.eval_sequences,
+                            split="test", seed=p.seed + 7, workers=0, parallel=64, backend_options=backend_options(p),
+                            carry=list(carry), progress=False)
+        outcome = run_bench(bench, agent)
+    finally:
+        agent.close()
+    by_carry = outcome.summary["by_carry"] if "by_carry" in outcome.summary else {carry[0]: outcome.summary}
+    return {mode: {"pass_at_k": list(summary["blocks"][0]["pass_at_k"].values()),
+                   "success_by_position": summary["blocks"][0]["success_by_position"]}
+            for mode, summary in by_carry.items() if summary["blocks"] and summary["blocks"][0]["sequences"]}
 
 
 def held_documents(turns_path: Path, p: Preset) -> dict[str, dict[str, float]]:
@@ -277,9 +320,18 @@ def markdown(report: dict[str, Any]) -> str:
             lines.append(f"- {name}: {held['states_all']:.2f} / {held['states_latest']:.2f} / "
                          f"{held['instance_words']:.2f}")
     c = report["ceilings"]
-    lines += ["", "Ceilings at K=%d by position: document ignored %s; perfect curator %s." % (
-        max(p["eval_K"]), " / ".join(f"{x:.2f}" for x in c["ignore_document"]),
-        " / ".join(f"{x:.2f}" for x in c["perfect_curator"]))]
+    lines += ["", "Ceilings at K=%d by position: " % max(p["eval_K"]) + "; ".join(
+        f"{key.replace('_', ' ')} " + " / ".join(f"{x:.2f}" for x in values) for key, values in c.items())]
+    repeats = {name: r["repeat"] for name, r in report["evaluations"].items() if r.get("repeat")}
+    if repeats:
+        lines += ["", f"Repeat mode (one held-out task {p.get('repeat_k')} times), Pass@k for k = 1..{p.get('repeat_k')} "
+                  "[95% CI of the last]:", "", "| policy | carry | Pass@k | success by attempt |", "|---|---|---|---|"]
+        for name, modes in repeats.items():
+            for mode, block in modes.items():
+                last = block["pass_at_k"][-1]
+                lines.append(f"| {name} | {mode} | " + " / ".join(f"{x['mean']:.2f}" for x in block["pass_at_k"])
+                             + f" [{last['ci'][0]:.2f}, {last['ci'][1]:.2f}] | "
+                             + " / ".join(f"{x['mean']:.2f}" for x in block["success_by_position"]) + " |")
     return "\n".join(lines) + "\n"
 
 
@@ -333,7 +385,8 @@ def plots(report: dict[str, Any]) -> list[str]:
             line_with_band(ax, xs, items, label=name)
     c = report["ceilings"]
     ax.plot(xs, c["ignore_document"], "k:", label="ceiling: document ignored")
-    ax.plot(xs, c["perfect_curator"], "k--", label="ceiling: perfect curator")
+    if "perfect_curator" in c:
+        ax.plot(xs, c["perfect_curator"], "k--", label="ceiling: perfect curator")
     ax.set_xticks(xs)
     ax.set_xlim(0.5, K + 0.5)
     ax.set_xlabel("task position")
@@ -379,11 +432,13 @@ def run_seed(p: Preset, work: Path, args: Any, log) -> dict[str, Any]:
     report: dict[str, Any] = {"preset": asdict(p), "arms": {}, "evaluations": {}, "ceilings": ceilings(p)}
     start = untrained(p, work, log)
     for keep, name in ((False, "latest-rule-only"), (True, "perfect-curator")):  # reference rows, no model
-        report["evaluations"][name] = evaluate(name, None, p, work, log, agent=ScriptedCurator(keep), carry=("skill",))
+        report["evaluations"][name] = evaluate(name, None, p, work, log, agent=ScriptedCurator(keep), carry=("skill",),
+                                               repeat_agent=ScriptedCurator(keep))
     if not args.no_untrained:
         report["evaluations"]["untrained"] = evaluate("untrained", start, p, work, log)
     for arm in args.arms:
-        report["arms"][arm] = train_arm(arm, start, p, work, log)
+        arm_start = untrained(p, work, log, algo="lamer") if ARMS[arm]["algo"] == "lamer" else start
+        report["arms"][arm] = train_arm(arm, arm_start, p, work, log)
         report["evaluations"][arm] = evaluate(arm, str(work / arm / "final"), p, work, log)
     return report
 
@@ -433,7 +488,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                      formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     parser.add_argument("--scale", action="store_true", help="the GPU preset (SmolLM2 + LoRA, K=3, more steps)")
-    parser.add_argument("--arms", nargs="+", default=list(ARMS), choices=list(ARMS))
+    parser.add_argument("--arms", nargs="+", default=DEFAULT_ARMS, choices=list(ARMS))
     parser.add_argument("--no-untrained", action="store_true", help="skip evaluating the untrained policy")
     parser.add_argument("--work-dir", default="runs/transfer")
     parser.add_argument("--fresh", action="store_true", help="retrain and re-evaluate every arm")

@@ -211,3 +211,27 @@ def test_held_out_answers_bound_the_sizes_and_other_backends_have_none():
         RulebookBackend(novel="answers")
     with pytest.raises(Exception, match="novel"):
         check_options("webshop", {"novel": "kinds"})
+
+
+def test_feedback_success_withholds_the_rule_on_a_wrong_answer():
+    """feedback="success": a wrong answer names only the wrong bin (a second attempt must explore); a right
+    one states the rule as before; the ceilings say what an explorer reaches in repeat mode; bad values refused."""
+    import pytest
+
+    backend = RulebookBackend(rules=1, bins=4, feedback="success")
+    task = backend.list_tasks("test")[0]
+    backend.reset(task)
+    right = task.payload["bin"]
+    wrong = next(b for b in task.payload["bins"] if b != right)
+    result = backend.step(f"{wrong} bin")
+    assert not result.success and f"does not go in the {wrong} bin" in result.observation
+    assert task.payload["kind"] not in result.observation and right not in result.observation
+    result = backend.step(f"{right} bin")
+    assert result.success and f"{task.payload['kind']} items go in the {right} bin" in result.observation
+    full = RulebookBackend(rules=1, bins=4)
+    full.reset(task)
+    assert f"go in the {right} bin" in full.step(f"{wrong} bin").observation  # the default tells the rule
+    ceilings = backend.ceilings(3, "test")
+    assert ceilings["explore_pass_at_k"] == [0.25, 0.5, 0.75] and ceilings["ignore_document"] == [0.25] * 3
+    with pytest.raises(ValueError, match="feedback must be one of full, success"):
+        RulebookBackend(feedback="none")

@@ -7,6 +7,7 @@ the env's end_on_success; what --algo lamer cannot use is refused with the reaso
 from __future__ import annotations
 
 import json
+import sys
 import zlib
 
 import numpy as np
@@ -199,3 +200,28 @@ def test_the_warm_start_teaches_reflections_for_lamer():
     assert reflections and all(ex.target.startswith("<remark>") and ex.target.endswith("</remark>")
                                for ex in reflections)
     assert not any("<skill>" in ex.target for ex in examples)
+
+
+def test_the_transfer_experiment_runs_the_lamer_arm_with_repeat_mode(tmp_path):
+    """benchmarks/transfer_experiment.py --arms lamer --repeat-k 2 --feedback success at toy sizes: LaMer starts
+    from its own warm start (reflections), and every policy gets Pass@k in repeat mode beside the cross table."""
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parent.parent / "benchmarks" / "transfer_experiment.py"
+    spec = importlib.util.spec_from_file_location("transfer_experiment_lamer", path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up
+    spec.loader.exec_module(module)
+    results = tmp_path / "results"
+    code = module.main(["--arms", "lamer", "--feedback", "success", "--bins", "4", "--K", "2", "--repeat-k", "2",
+                        "--eval-K", "2", "--steps", "1", "--warmstart-steps", "5", "--warmstart-sequences", "5",
+                        "--eval-sequences", "4", "--G", "2", "--S", "1", "--no-untrained",
+                        "--work-dir", str(tmp_path / "work"), "--results-dir", str(results)])
+    assert code == 0
+    report = json.loads((results / "transfer_experiment.json").read_text())
+    assert (tmp_path / "work" / "untrained-lamer").is_dir()
+    repeat = report["evaluations"]["lamer"]["repeat"]
+    assert set(repeat) == {"skill", "reflect"} and len(repeat["reflect"]["pass_at_k"]) == 2
+    assert report["ceilings"]["explore_pass_at_k"] == [0.25, 0.5]
+    assert "Repeat mode" in (results / "transfer_experiment.md").read_text()

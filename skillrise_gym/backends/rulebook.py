@@ -10,6 +10,11 @@ its own words (size, finish, brand, object, distractor sentences) and the family
     feedback:    Correct: the Voltix jar is glass, and glass items go in the blue bin.   (success)
                  Wrong bin: the Voltix jar is glass, and glass items go in the blue bin. (failure)
 
+With ``feedback="success"`` a wrong answer gets only "Wrong bin: the Voltix jar does not go in the red bin."
+(the rule is stated on success alone): a second attempt at the same task must then explore the other bins,
+which makes repeat mode (Pass@k) a test of exploration, not of reading the last feedback (the setting of
+the LaMer comparison, docs/train.md).
+
 The feedback states the rule that applied, in that instance's words, after the first answer; the default
 per-task step limit is 1, so a task is solved only from what the agent knew before it started. Carrying a
 rule forward needs abstraction: the curator must keep "glass -> blue bin" and drop "large dusty Voltix jar".
@@ -67,6 +72,8 @@ DISTRACTORS = (
 SPLIT_SEEDS = {"train": 0, "test": 1}
 #: `novel` option: which answers the test split draws from pools never used in training
 NOVEL = ("none", "kinds", "colours", "both")
+#: what a wrong answer's feedback says: the rule (full) or only that this bin is wrong (success)
+FEEDBACK = ("full", "success")
 #: with novel kinds, the test split's kinds (the last of KINDS); with novel colours, its bin colours
 NOVEL_KINDS, NOVEL_COLOURS = KINDS[-4:], BIN_COLOURS[-4:]
 
@@ -110,10 +117,14 @@ class RulebookBackend(Backend):
     prompt_style: ClassVar[str] = "compact"
 
     def __init__(self, num_families: int = 200, tasks_per_family: int = 12, rules: int = 2, bins: int = 4,
-                 palette: int | None = None, max_distractors: int = 2, seed: int = 0, novel: str = "none") -> None:
+                 palette: int | None = None, max_distractors: int = 2, seed: int = 0, novel: str = "none",
+                 feedback: str = "full") -> None:
         palette = bins if palette is None else palette
         if novel not in NOVEL:
             raise ValueError(f"rulebook novel must be one of {', '.join(NOVEL)}, got {novel!r}")
+        if feedback not in FEEDBACK:
+            raise ValueError(f"rulebook feedback must be one of {', '.join(FEEDBACK)}, got {feedback!r}")
+        self.feedback = feedback
         # every split's pools must serve R kinds and N bins (held-out answers make them smaller)
         kinds = min(len(answer_pools(split, novel)[0]) for split in self.splits)
         colours = min(len(answer_pools(split, novel)[1]) for split in self.splits)
@@ -166,6 +177,8 @@ class RulebookBackend(Backend):
         rule = f"the {p['brand']} {p['object']} is {p['kind']}, and {p['kind']} items go in the {p['bin']} bin."
         if command == bin_command(p["bin"]):
             return StepResult(observation=f"Correct: {rule}", score=1.0, done=True, success=True)
+        if self.feedback == "success":
+            return StepResult(observation=f"Wrong bin: the {p['brand']} {p['object']} does not go in the {command}.")
         return StepResult(observation=f"Wrong bin: {rule}")
 
     def admissible_actions(self) -> list[str]:
@@ -191,10 +204,15 @@ class RulebookBackend(Backend):
     # ----------------------------------------------------------------- ceilings
     def ceilings(self, K: int, split: str = "train") -> dict[str, list[float]]:
         """Success per position for an agent that ignores the document, and for a perfect curator (exact for
-        this split's families and the sampler's draws of K distinct tasks sorted easy to hard)."""
+        this split's families and the sampler's draws of K distinct tasks sorted easy to hard). With
+        feedback "success": chance, and the Pass@k of repeat mode for an agent that never repeats a wrong bin
+        (k/N); no perfect-curator figure (what is revealed depends on the agent's own successes)."""
         tasks = self.list_tasks(split)
         seen = exact_seen_probability(tasks, K)
         chance = 1.0 / self.bins
+        if self.feedback == "success":  # rules are revealed by successes only: what carries depends on the agent
+            return {"ignore_document": [chance] * K,
+                    "explore_pass_at_k": [min(1.0, (k + 1) / self.bins) for k in range(K)]}
         return {
             "ignore_document": [chance] * K,
             "perfect_curator": [p + (1.0 - p) * chance for p in seen],
