@@ -117,6 +117,22 @@ def test_an_address_where_nothing_listens_is_refused_within_seconds(tmp_path, ca
 
 
 # ---------------------------------------------------------------------------- on a local cluster
+def kill_and_wait(ray_module, actor, seconds: float = 60.0) -> None:
+    """`ray.kill` only sends the kill: on a loaded machine the actor can still answer a call made right after
+    it (seen once in CI). Wait until the actor is known dead, so the next call meets a dead actor."""
+    ray_module.kill(actor)
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        try:
+            ray_module.get(actor.__ray_ready__.remote(), timeout=5)
+        except ray_module.exceptions.RayActorError:
+            return
+        except ray_module.exceptions.GetTimeoutError:
+            pass
+        time.sleep(0.05)
+    raise AssertionError(f"the killed actor still answered after {seconds} s")
+
+
 @needs_ray
 def test_envs_on_ray_answer_as_in_process_and_lost_actors_are_replaced(ray_local):
     from skillrise_gym.ray_pool import RayEnvPool
@@ -132,7 +148,7 @@ def test_envs_on_ray_answer_as_in_process_and_lost_actors_are_replaced(ray_local
             pool.step(5, "look")
 
         pool.reset_many({i: (i, None) for i in range(3)})
-        ray_local.kill(pool._actors[1])
+        kill_and_wait(ray_local, pool._actors[1])
         with pytest.raises(WorkerError, match="actor of env 1 died") as caught:
             pool.step_many({0: "look", 1: "look"})
         assert caught.value.indices == [1]
