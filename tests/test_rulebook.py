@@ -235,3 +235,33 @@ def test_feedback_success_withholds_the_rule_on_a_wrong_answer():
     assert ceilings["explore_pass_at_k"] == [0.25, 0.5, 0.75] and ceilings["ignore_document"] == [0.25] * 3
     with pytest.raises(ValueError, match="feedback must be one of full, success"):
         RulebookBackend(feedback="none")
+
+
+def test_option_values_out_of_range_are_one_line_errors_before_anything_starts(tmp_path, capsys):
+    """R or N out of range (also against held-out answer pools), a bad feedback: refused by check_options
+    (so by gym.make, the bench and the trainer, warm start or not) with the constructor's message."""
+    import pytest
+
+    from skillrise_gym.backends import check_options
+
+    for options, message in (({"rules": 50}, "rules must be an integer in \\[1, 12\\]"),
+                             ({"bins": 1}, "bins must be an integer in \\[2, 8\\]"),
+                             ({"novel": "kinds", "rules": 12}, "rules must be an integer in \\[1, 4\\] \\(with novel=kinds\\)"),
+                             ({"feedback": "some"}, "feedback must be one of full, success")):
+        with pytest.raises(ValueError, match=message):
+            check_options("rulebook", options)
+    from skillrise_gym.bench.cli import main
+
+    out = tmp_path / "bench"
+    assert main(["--env", "rulebook", "--agent", "expert", "--backend-option", "rules=50", "--out", str(out)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "rules must be an integer" in err[0] and not out.exists()
+    try:
+        from skillrise_train.cli import main as train
+    except ImportError:
+        return
+    out = tmp_path / "train"
+    assert train(["--env", "rulebook", "--model", "tiny", "--backend-options", '{"bins": 9}', "--warmstart-steps", "5",
+                  "--output-dir", str(out)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "bins must be an integer" in err[0] and not out.exists()

@@ -149,6 +149,12 @@ class RulebookBackend(Backend):
         self._task: Task | None = None
         self._answered = False
 
+    @classmethod
+    def validate_options(cls, options: dict[str, Any]) -> None:
+        """Every value checked as the constructor checks it (R, N, palette against the answer pools, novel,
+        feedback), before anything starts: the constructor is cheap (tasks are generated on first use)."""
+        cls(**options)
+
     # ----------------------------------------------------------------- generation
     def list_tasks(self, split: str) -> list[Task]:
         self.check_split(split)
