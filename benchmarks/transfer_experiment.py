@@ -162,19 +162,25 @@ def untrained(p: Preset, work: Path, log, algo: str = "skillrise") -> str:
 
 # ------------------------------------------------------------------------------------------ evaluation
 class ScriptedCurator:
-    """A reference row with no model, reading the rule the feedback states ("glass items go in the blue
-    bin"): `keep=True` is the perfect curator (keeps every rule revealed, applies the one about the item's
-    kind); `keep=False` carries the latest rule only and applies it whatever the item (what a curator that
-    carries the last answer, not the rules, achieves). Without a rule to apply it takes the first bin
-    (chance: bins are drawn uniformly)."""
+    """A reference row with no model, reading what the feedback states: the rule ("glass items go in the blue
+    bin") and, with the probe's ``feedback="success"``, the bin a wrong answer ruled out ("the Dalu ladle does
+    not go in the red bin", kept as "plastic items not in the red bin", the kind read from the task line).
+    `keep=True` is the perfect curator (keeps every rule and exclusion revealed, applies the rule about the
+    item's kind, else the first bin not ruled out for it: with withheld feedback it explores without
+    repeating a wrong bin); `keep=False` carries the latest revelation only and applies a rule whatever the
+    item (what a curator that carries the last answer, not the rules, achieves). Without anything to apply
+    it takes the first bin (chance: bins are drawn uniformly)."""
 
     RULE = re.compile(r"(\w+) items go in the (\w+) bin")
+    NOT = re.compile(r"(\w+) items not in the (\w+) bin")
+    RULED_OUT = re.compile(r"does not go in the (\w+) bin")
+    KIND = re.compile(r"made of (\w+)")
 
     def __new__(cls, keep: bool):
         from skillrise_gym.agents.base import Agent, AgentOutput, is_curate
         from skillrise_gym.prompts import action_answer, skill_answer
 
-        rule = cls.RULE
+        rule, ruled_out, excluded, kind_of = cls.RULE, cls.RULED_OUT, cls.NOT, cls.KIND
 
         class Scripted(Agent):
             name = "perfect-curator" if keep else "latest-rule-only"
@@ -182,19 +188,33 @@ class ScriptedCurator:
             def act(self, observations, infos=None):
                 out = []
                 for obs in observations:
-                    rules = dict(rule.findall(str(obs.get("skill_document") or "")))
+                    document = str(obs.get("skill_document") or "")
+                    rules = dict(rule.findall(document))
+                    exclusions = set(excluded.findall(document))
                     if is_curate(obs):
-                        revealed = rule.findall(str(obs["prompt"]).split("Did:", 1)[-1])
+                        attempt = str(obs["prompt"]).split("Did:", 1)[-1]
+                        revealed = rule.findall(attempt)
+                        kind = kind_of.search(str(obs["prompt"]).split("Did:", 1)[0].rsplit("Task:", 1)[-1])
+                        wrong = {(kind.group(1), c) for c in ruled_out.findall(attempt)} if kind else set()
                         if not keep:
-                            rules = {}
+                            rules, exclusions = {}, set()
+                            if revealed:
+                                wrong = set()  # the latest revelation only: a rule, else what was ruled out
                         rules.update(revealed[-1:])
-                        text = "; ".join(f"{k} items go in the {c} bin" for k, c in rules.items()) or "none"
+                        exclusions |= wrong
+                        text = "; ".join([f"{k} items go in the {c} bin" for k, c in rules.items()]
+                                         + [f"{k} items not in the {c} bin" for k, c in sorted(exclusions)
+                                            if k not in rules]) or "none"
                         out.append(AgentOutput(skill_answer(text)))
                         continue
                     actions = list(obs["admissible_actions"])
-                    kind = re.search(r"made of (\w+)", str(obs.get("task") or ""))
+                    kind = kind_of.search(str(obs.get("task") or ""))
                     colour = rules.get(kind.group(1)) if keep and kind else next(iter(rules.values()), None)
-                    command = f"{colour} bin" if colour and f"{colour} bin" in actions else actions[0]
+                    if colour and f"{colour} bin" in actions:
+                        command = f"{colour} bin"
+                    else:
+                        ruled = {c for k, c in exclusions if (kind and k == kind.group(1)) or not keep}
+                        command = next((a for a in actions if a.split()[0] not in ruled), actions[0])
                     out.append(AgentOutput(action_answer(command)))
                 return out
 
