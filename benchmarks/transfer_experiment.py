@@ -458,6 +458,9 @@ def run_seed(p: Preset, work: Path, args: Any, log) -> dict[str, Any]:
         report["evaluations"]["untrained"] = evaluate("untrained", start, p, work, log)
     for arm in args.arms:
         arm_start = untrained(p, work, log, algo="lamer") if ARMS[arm]["algo"] == "lamer" else start
+        if arm_start != start and not args.no_untrained and "untrained-lamer" not in report["evaluations"]:
+            report["evaluations"]["untrained-lamer"] = evaluate("untrained-lamer", arm_start, p, work, log,
+                                                                carry=("reflect",))
         report["arms"][arm] = train_arm(arm, arm_start, p, work, log)
         report["evaluations"][arm] = evaluate(arm, str(work / arm / "final"), p, work, log)
     return report

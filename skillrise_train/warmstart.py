@@ -104,7 +104,38 @@ def format_examples(env: Any, sequences: int, seed: int = 0, reading: int = 2, d
             obs, _reward, done, _truncated, _info = env.step(target)
         if base.carry == "skill":
             examples.extend(reading_examples(env, task_ids, clauses, reading, rng, several=several))
+        elif base.carry == "reflect":
+            examples.extend(reflection_reading_examples(env, task_ids, clauses, reading, rng))
     return examples
+
+
+def reflection_reading_examples(env: Any, task_ids: Sequence[str], clauses: Collection[str], count: int,
+                                rng: np.random.Generator) -> list[Example]:
+    """Carry "reflect" (LaMer's episodes): `count` SOLVE examples of the attempt after a failed one, whose
+    reflection is a clause of another task's trajectory naming an admissible action, with that action as the
+    target: the reading `reading_examples` teaches for documents, taught for reflections. The failed attempt
+    answers no command (it teaches nothing: only the SOLVE example after the reflection is kept)."""
+    from skillrise_gym.prompts import reflection_answer
+
+    out: list[Example] = []
+    for _ in range(count if clauses else 0):
+        obs, _ = env.reset(options={"task_ids": list(task_ids)})
+        actions = list(obs["admissible_actions"])
+        naming = [c for c in clauses if named_action(actions, c) is not None]
+        if not naming:
+            break
+        done = False
+        while int(obs["role"]) == ROLE_SOLVE and not done:  # the first attempt fails
+            obs, _reward, done, _truncated, _info = env.step(action_answer("none"))
+        if done:
+            break
+        note = naming[int(rng.integers(len(naming)))]
+        obs, _reward, done, _truncated, _info = env.step(reflection_answer(note))
+        if done:
+            break
+        out.append(Example(str(obs["prompt"]), action_answer(named_action(list(obs["admissible_actions"]), note)),
+                           str(obs.get("answer_prefix") or "")))
+    return out
 
 
 def reading_examples(env: Any, task_ids: Sequence[str], clauses: Collection[str], count: int,

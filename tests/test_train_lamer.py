@@ -200,6 +200,23 @@ def test_the_warm_start_teaches_reflections_for_lamer():
     assert reflections and all(ex.target.startswith("<remark>") and ex.target.endswith("</remark>")
                                for ex in reflections)
     assert not any("<skill>" in ex.target for ex in examples)
+    # reading: the attempt after a reflection that names an action, that action as the target
+    from skillrise_gym.prompts import action_answer
+    from skillrise_train.warmstart import named_action, reflection_reading_examples
+
+    env = SequenceEnv("toy", max_task_steps=2, **episode_settings("lamer", 3))
+    try:
+        obs, info = env.reset(seed=1)
+        actions = list(obs["admissible_actions"])
+        clauses = ["press old red switch", "press square green switch", "Nothing happens"]
+        reading = reflection_reading_examples(env, info["task_ids"], clauses, 6, np.random.default_rng(0))
+    finally:
+        env.close()
+    assert len(reading) == 6
+    for ex in reading:
+        assert ex.prompt.count("you noted:") == 1
+        note = ex.prompt.split("you noted:", 1)[1].split("\n", 1)[0].strip()
+        assert note in clauses[:2] and ex.target == action_answer(named_action(actions, note))
 
 
 def test_the_transfer_experiment_runs_the_lamer_arm_with_repeat_mode(tmp_path):
