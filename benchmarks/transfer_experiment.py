@@ -224,32 +224,38 @@ class ScriptedCurator:
         return Scripted()
 
 
-def evaluate(name: str, model_dir: str | None, p: Preset, work: Path, log, agent: Any = None,
-             carry: tuple[str, ...] = CARRY, repeat_agent: Any = None) -> dict[str, Any]:
-    """Held-out families, every K and carry mode, through the bench runner with the hf agent (or `agent`);
-    with what the curated documents hold (carry skill: `skillrise_gym.documents`)."""
+def held_out_bench(model_dir: str | None, p: Preset, out: Path, agent: Any = None, **config: Any) -> dict[str, Any]:
+    """The bench runner on the probe's held-out families (the hf agent on `model_dir`, or `agent`), the
+    agent closed after; `config`: the BenchConfig fields that differ (K, carry, mode). Its summary."""
     from skillrise_gym.agents.hf_agent import HFAgent, HFConfig
     from skillrise_gym.bench.runner import BenchConfig, run_bench
 
-    out = work / "eval-bench" / name
-    log(f"[{name}] evaluating on held-out families: K={p.eval_K}, carry={list(carry)}, "
-        f"{p.eval_sequences} sequences each")
     if agent is None:
         agent = HFAgent(HFConfig(model=model_dir, max_new_tokens=p.max_new_tokens, temperature=p.eval_temperature,
                                  batch_size=64, seed=p.seed, threads=p.threads))
     try:
-        bench = BenchConfig(env="rulebook", out=str(out), K=list(p.eval_K), num_sequences=p.eval_sequences, split="test",
+        bench = BenchConfig(env="rulebook", out=str(out), num_sequences=p.eval_sequences, split="test",
                             seed=p.seed + 7, workers=0, parallel=64, backend_options=backend_options(p),
-                            carry=list(carry), progress=False)
-        outcome = run_bench(bench, agent)
+                            progress=False, **config)
+        return run_bench(bench, agent).summary
     finally:
         agent.close()
+
+
+def evaluate(name: str, model_dir: str | None, p: Preset, work: Path, log, agent: Any = None,
+             carry: tuple[str, ...] = CARRY, repeat_agent: Any = None) -> dict[str, Any]:
+    """Held-out families, every K and carry mode, through the bench runner with the hf agent (or `agent`);
+    with what the curated documents hold (carry skill: `skillrise_gym.documents`)."""
+    out = work / "eval-bench" / name
+    log(f"[{name}] evaluating on held-out families: K={p.eval_K}, carry={list(carry)}, "
+        f"{p.eval_sequences} sequences each")
+    summary = held_out_bench(model_dir, p, out, agent, K=list(p.eval_K), carry=list(carry))
     table: dict[str, Any] = {}
-    for mode, summary in outcome.summary["by_carry"].items():
+    for mode, per_mode in summary["by_carry"].items():
         table[mode] = {
             str(b["K"]): {"success": b["success"], "success_by_position": b["success_by_position"],
                           "invalid_format_rate": b["invalid_format_rate"]}
-            for b in summary["blocks"] if b["sequences"]
+            for b in per_mode["blocks"] if b["sequences"]
         }
     result = {"model_dir": model_dir, "bench_dir": str(out), "by_carry": table,
               "documents": held_documents(out / "carry-skill" / "turns.jsonl" if len(carry) > 1 else out / "turns.jsonl", p)}
@@ -263,25 +269,12 @@ def evaluate_repeat(name: str, model_dir: str | None, p: Preset, work: Path, log
                     carry: tuple[str, ...] = ("skill", "reflect")) -> dict[str, Any]:
     """Repeat mode on held-out families: one task `p.repeat_k` times, the carry carrying across attempts;
     Pass@k (solved in one of the first k attempts) per carry mode."""
-    from skillrise_gym.agents.hf_agent import HFAgent, HFConfig
-    from skillrise_gym.bench.runner import BenchConfig, run_bench
-
-    out = work / "eval-repeat" / name
     log(f"[{name}] repeat mode on held-out families: {p.repeat_k} attempts, carry={list(carry)}")
-    if agent is None:
-        agent = HFAgent(HFConfig(model=model_dir, max_new_tokens=p.max_new_tokens, temperature=p.eval_temperature,
-                                 batch_size=64, seed=p.seed, threads=p.threads))
-    try:
-        bench = BenchConfig(env="rulebook", out=str(out), K=[p.repeat_k], mode="repeat", num_sequences=p.eval_sequences,
-                            split="test", seed=p.seed + 7, workers=0, parallel=64, backend_options=backend_options(p),
-                            carry=list(carry), progress=False)
-        outcome = run_bench(bench, agent)
-    finally:
-        agent.close()
-    by_carry = outcome.summary["by_carry"] if "by_carry" in outcome.summary else {carry[0]: outcome.summary}
-    return {mode: {"pass_at_k": list(summary["blocks"][0]["pass_at_k"].values()),
-                   "success_by_position": summary["blocks"][0]["success_by_position"]}
-            for mode, summary in by_carry.items() if summary["blocks"] and summary["blocks"][0]["sequences"]}
+    summary = held_out_bench(model_dir, p, work / "eval-repeat" / name, agent, K=[p.repeat_k], mode="repeat",
+                             carry=list(carry))
+    return {mode: {"pass_at_k": list(per_mode["blocks"][0]["pass_at_k"].values()),
+                   "success_by_position": per_mode["blocks"][0]["success_by_position"]}
+            for mode, per_mode in summary["by_carry"].items() if per_mode["blocks"] and per_mode["blocks"][0]["sequences"]}
 
 
 def held_documents(turns_path: Path, p: Preset) -> dict[str, dict[str, float]]:

@@ -324,7 +324,7 @@ def _train(config: TrainConfig, ranks: Any, out: Path, resume_from: str | None, 
         f"K={config.K} G={config.G} S={config.S} envs={rollout.pool.num_envs} steps={config.steps} "
         f"lora={config.lora} " + ("overlap=on " if config.overlap else "") +
         f"device={trainer.accelerator.device} threads={torch.get_num_threads()} "
-        f"micro_batch_tokens={config.micro_batch_tokens if config.micro_batch_tokens >= 0 else trainer.auto_micro_batch_tokens}"
+        f"micro_batch_tokens={trainer.micro_batch_budget}"
         + (f" processes={ranks.world_size} (sequences {rollout.shard} on the main one)" if ranks.several else "")
         + (f" resuming from {resume_from}" if resume_from else ""),
     )

@@ -16,7 +16,7 @@ from typing import Any, Sequence
 
 from skillrise_gym.agents.base import Agent, AgentOutput, stable_seed
 from skillrise_train.config import TrainConfig
-from skillrise_train.rollout import EVAL_SEED_OFFSET, GenerateFn
+from skillrise_train.rollout import EVAL_SEED_OFFSET, GenerateFn, episode_settings
 
 
 class PolicyAgent(Agent):
@@ -57,12 +57,11 @@ def evaluate(config: TrainConfig, generate: GenerateFn, step: int, split: str, o
     agent = PolicyAgent(generate, config.generation_batch,
                         {"model": config.model, "algo": config.algo, "output_dir": str(out), "step": step},
                         seed=config.seed + EVAL_SEED_OFFSET)
+    episode = episode_settings(config.algo, config.K)
     bench = BenchConfig(
         env=config.env, out=str(out / "eval" / f"step-{step}"), K=[config.K],
-        # LaMer's policy is evaluated as it trained: K attempts at one task with reflections (Pass@k: a task
-        # counts as solved by attempt k if any attempt up to k solved it)
-        mode="repeat" if config.algo == "lamer" else "cross",
-        carry=["reflect"] if config.algo == "lamer" else ["skill"],
+        # played as training plays them (lamer: K attempts at one task with reflections, Pass@k), K tasks each
+        mode=episode["mode"], carry=[episode.get("carry", "skill")],
         num_sequences=config.eval_sequences, split=split, seed=config.seed + EVAL_SEED_OFFSET,
         workers=config.env_workers, parallel=max(1, min(config.eval_sequences, config.generation_batch)),
         max_task_steps=config.max_task_steps, backend_options=dict(config.backend_options), progress=False,
@@ -70,10 +69,7 @@ def evaluate(config: TrainConfig, generate: GenerateFn, step: int, split: str, o
         ray_num_cpus=config.ray_num_cpus, ray_memory=config.ray_memory,
     )
     outcome = run_bench(bench, agent)
-    summary = outcome.summary
-    if "by_carry" in summary:  # another carry than the default skill: the bench's per-mode layout
-        summary = summary["by_carry"][bench.carry[0]]
-    block = summary["blocks"][0]
+    block = outcome.summary["by_carry"][bench.carry[0]]["blocks"][0]  # every layout has by_carry
     success = [float(p["mean"]) for p in block.get("success_by_position", [])]
     record = {
         "step": step, "split": split, "sequences": config.eval_sequences,

@@ -702,12 +702,16 @@ class SkillRiseTrainer(GRPOAdapter):
                 done = done + loss.detach()
         return loss + done
 
+    @property
+    def micro_batch_budget(self) -> int:
+        """`--micro-batch-tokens`, with -1 resolved for this device (`auto_micro_batch_tokens`); 0: no limit."""
+        budget = self.config.micro_batch_tokens
+        return self.auto_micro_batch_tokens if budget < 0 else budget
+
     def pack_rows(self, inputs: dict[str, Any]) -> list[torch.Tensor]:
         """Row indices of each micro-batch: rows sorted by length, packed while rows x longest <= budget; on
         several processes, micro-batches of the same sizes on every one (`distributed.common_packing`)."""
-        budget = self.config.micro_batch_tokens
-        if budget < 0:
-            budget = self.auto_micro_batch_tokens
+        budget = self.micro_batch_budget
         rows_total = inputs["completion_mask"].size(0)
         if budget <= 0 or rows_total <= 1:
             return [torch.arange(rows_total)]

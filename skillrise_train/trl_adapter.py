@@ -120,7 +120,7 @@ class GRPOAdapter(GRPOTrainer):
     `policy_logps`, `policy_loss`, `log_metric`; they never touch TRL's private names themselves.
     """
 
-    #: seeded HF generation folds LoRA adapters into the base weights for each call (skillrise_train/lora.py)
+    #: generation folds LoRA adapters into the base weights (`generation_weights`, skillrise_train/lora.py)
     merge_lora_for_generation: bool = True
 
     # ------------------------------------------------------------------ what subclasses implement
@@ -235,8 +235,7 @@ class GRPOAdapter(GRPOTrainer):
             generation_kwargs=self.generation_kwargs,
             gradient_checkpointing_kwargs=self.args.gradient_checkpointing_kwargs,
         ) as model, self._dist.summon_full_params(self.model_wrapped, recurse=False):  # FSDP: as TRL's generate
-            # LoRA folded into the base for the call, restored exactly after (lora.py); not for sharded models
-            with merged_lora(model, enabled=self.merge_lora_for_generation and not self.sharded_generation):
+            with self.generation_weights():  # LoRA folded in for the call (a no-op inside a rollout's own)
                 out = model.generate(input_ids=input_ids, attention_mask=attention_mask, generation_config=config,
                                      logits_processor=processors)
         completions = out[:, input_ids.shape[1]:].cpu().tolist()

@@ -115,26 +115,25 @@ def reflection_reading_examples(env: Any, task_ids: Sequence[str], clauses: Coll
     reflection is a clause of another task's trajectory naming an admissible action, with that action as the
     target: the reading `reading_examples` teaches for documents, taught for reflections. The failed attempt
     answers no command (it teaches nothing: only the SOLVE example after the reflection is kept)."""
-    from skillrise_gym.prompts import reflection_answer
-
     out: list[Example] = []
+    named: dict[str, str] | None = None  # clause -> the action it names, for this task's actions
     for _ in range(count if clauses else 0):
         obs, _ = env.reset(options={"task_ids": list(task_ids)})
-        actions = list(obs["admissible_actions"])
-        naming = [c for c in clauses if named_action(actions, c) is not None]
-        if not naming:
+        if named is None:
+            actions = list(obs["admissible_actions"])
+            named = {c: a for c in clauses if (a := named_action(actions, c)) is not None}
+        if not named:
             break
         done = False
         while int(obs["role"]) == ROLE_SOLVE and not done:  # the first attempt fails
             obs, _reward, done, _truncated, _info = env.step(action_answer("none"))
         if done:
             break
-        note = naming[int(rng.integers(len(naming)))]
+        note = list(named)[int(rng.integers(len(named)))]
         obs, _reward, done, _truncated, _info = env.step(reflection_answer(note))
         if done:
             break
-        out.append(Example(str(obs["prompt"]), action_answer(named_action(list(obs["admissible_actions"]), note)),
-                           str(obs.get("answer_prefix") or "")))
+        out.append(Example(str(obs["prompt"]), action_answer(named[note]), str(obs.get("answer_prefix") or "")))
     return out
 
 

@@ -213,12 +213,11 @@ class RulebookBackend(Backend):
         this split's families and the sampler's draws of K distinct tasks sorted easy to hard). With
         feedback "success": chance, and the Pass@k of repeat mode for an agent that never repeats a wrong bin
         (k/N); no perfect-curator figure (what is revealed depends on the agent's own successes)."""
-        tasks = self.list_tasks(split)
-        seen = exact_seen_probability(tasks, K)
         chance = 1.0 / self.bins
         if self.feedback == "success":  # rules are revealed by successes only: what carries depends on the agent
             return {"ignore_document": [chance] * K,
                     "explore_pass_at_k": [min(1.0, (k + 1) / self.bins) for k in range(K)]}
+        seen = exact_seen_probability(self.list_tasks(split), K)
         return {
             "ignore_document": [chance] * K,
             "perfect_curator": [p + (1.0 - p) * chance for p in seen],
