@@ -73,6 +73,8 @@ class Preset:
     """What one experiment runs (the CLI flags override these fields)."""
 
     model: str = "tiny"
+    tiny_width: int = 64  # the tiny model's hidden size (64: the embedded "tiny"; wider: built in WORK_DIR)
+    tiny_layers: int = 2  # and its layers
     lora: bool = False
     steps: int = 60
     K: int = 2
@@ -224,6 +226,41 @@ class ScriptedCurator:
         return Scripted()
 
 
+class PerfectDocuments:
+    """The solver of `solver` (an agent: the policy under test) reading the perfect curator's documents:
+    curate turns are the scripted perfect curator's, solve turns the policy's. Its success by position
+    against the perfect curator's row is what the policy's reading loses (documents.py's `reads_own_rule`
+    on its turns: the share of items solved whose document holds two rules naming different bins)."""
+
+    def __new__(cls, solver: Any):
+        from skillrise_gym.agents.base import Agent, is_curate
+
+        curator = ScriptedCurator(keep=True)
+
+        class Hybrid(Agent):
+            name = "perfect-documents"
+            batch_size = getattr(solver, "batch_size", 1)
+
+            def act(self, observations, infos=None):
+                out: list[Any] = [None] * len(observations)
+                for agent, curate in ((curator, True), (solver, False)):
+                    picked = [i for i, obs in enumerate(observations) if bool(is_curate(obs)) == curate]
+                    if picked:
+                        answers = agent.act([observations[i] for i in picked],
+                                            [infos[i] for i in picked] if infos is not None else None)
+                        for i, answer in zip(picked, answers):
+                            out[i] = answer
+                return out
+
+            def describe(self):
+                return {"name": self.name, "solver": solver.describe()}
+
+            def close(self):
+                solver.close()
+
+        return Hybrid()
+
+
 def held_out_bench(model_dir: str | None, p: Preset, out: Path, agent: Any = None, **config: Any) -> dict[str, Any]:
     """The bench runner on the probe's held-out families (the hf agent on `model_dir`, or `agent`), the
     agent closed after; `config`: the BenchConfig fields that differ (K, carry, mode). Its summary."""
@@ -259,10 +296,29 @@ def evaluate(name: str, model_dir: str | None, p: Preset, work: Path, log, agent
         }
     result = {"model_dir": model_dir, "bench_dir": str(out), "by_carry": table,
               "documents": held_documents(out / "carry-skill" / "turns.jsonl" if len(carry) > 1 else out / "turns.jsonl", p)}
+    if model_dir is not None and p.rules > 1:
+        result["reading"] = reading_check(name, model_dir, p, work, log)
     if p.repeat_k:
         result["repeat"] = evaluate_repeat(name, model_dir, p, work, log, agent=repeat_agent,
                                            carry=tuple(m for m in carry if m in ("skill", "reflect")))
     return result
+
+
+def reading_check(name: str, model_dir: str, p: Preset, work: Path, log) -> dict[str, Any]:
+    """The policy's solver on the perfect curator's documents (`PerfectDocuments`), held out, carry skill, at
+    the largest K: success by position, and `reads_own_rule` (documents.py)."""
+    from skillrise_gym.agents.hf_agent import HFAgent, HFConfig
+
+    K = max(p.eval_K)
+    log(f"[{name}] reading check: its solver on the perfect curator's documents, K={K}")
+    solver = HFAgent(HFConfig(model=model_dir, max_new_tokens=p.max_new_tokens, temperature=p.eval_temperature,
+                              batch_size=64, seed=p.seed, threads=p.threads))
+    out = work / "eval-reading" / name
+    summary = held_out_bench(None, p, out, PerfectDocuments(solver), K=[K], carry=["skill"])
+    block = summary["by_carry"]["skill"]["blocks"][0]
+    held = held_documents(out / "turns.jsonl", p).get(str(K), {})
+    return {"K": K, "success": block["success"], "success_by_position": block["success_by_position"],
+            "reads_own_rule": held.get("reads_own_rule"), "reading_turns": held.get("reading_turns", 0.0)}
 
 
 def evaluate_repeat(name: str, model_dir: str | None, p: Preset, work: Path, log, agent: Any = None,
@@ -332,6 +388,15 @@ def markdown(report: dict[str, Any]) -> str:
         if held:
             lines.append(f"- {name}: {held['states_all']:.2f} / {held['states_latest']:.2f} / "
                          f"{held['instance_words']:.2f}")
+    reading = {name: r["reading"] for name, r in report["evaluations"].items() if r.get("reading")}
+    if reading:
+        lines += ["", f"Reading: each policy's solver on the perfect curator's documents (K={K}): success by position; "
+                  "share of items solved whose document holds two rules naming different bins (0.5: one clause "
+                  "followed whatever the item):"]
+        for name, r in reading.items():
+            share = r.get("reads_own_rule")
+            lines.append(f"- {name}: " + " / ".join(f"{x['mean']:.2f}" for x in r["success_by_position"])
+                         + (f"; reads its own rule {share:.2f} of {r['reading_turns']:.0f}" if share is not None else ""))
     c = report["ceilings"]
     lines += ["", "Ceilings at K=%d by position: " % max(p["eval_K"]) + "; ".join(
         f"{key.replace('_', ' ')} " + " / ".join(f"{x:.2f}" for x in values) for key, values in c.items())]
@@ -439,10 +504,23 @@ def _save(fig: Any, path: Path) -> str:
 
 
 # ------------------------------------------------------------------------------------------ seeds
+def sized_tiny_model(p: Preset, work: Path, log) -> str:
+    """The tiny model's recipe at `p.tiny_width` x `p.tiny_layers`, built once into `work` (offline)."""
+    from skillrise_gym.models import build_tiny_model, is_model_folder
+
+    folder = work / f"tiny-{p.tiny_width}x{p.tiny_layers}"
+    if not is_model_folder(folder):
+        log(f"building the tiny model at hidden size {p.tiny_width}, {p.tiny_layers} layers in {folder}")
+        build_tiny_model(folder, hidden_size=p.tiny_width, num_layers=p.tiny_layers)
+    return str(folder)
+
+
 def run_seed(p: Preset, work: Path, args: Any, log) -> dict[str, Any]:
     """One whole experiment (warm start, arms, evaluations) with `p.seed`, in `work`."""
     work.mkdir(parents=True, exist_ok=True)
     report: dict[str, Any] = {"preset": asdict(p), "arms": {}, "evaluations": {}, "ceilings": ceilings(p)}
+    if p.model == "tiny" and (p.tiny_width, p.tiny_layers) != (64, 2):
+        p = replace(p, model=sized_tiny_model(p, work.parent if args.seeds and len(args.seeds) > 1 else work, log))
     start = untrained(p, work, log)
     for keep, name in ((False, "latest-rule-only"), (True, "perfect-curator")):  # reference rows, no model
         report["evaluations"][name] = evaluate(name, None, p, work, log, agent=ScriptedCurator(keep), carry=("skill",),
@@ -484,8 +562,19 @@ def combine(runs: dict[int, dict[str, Any]], p: Preset) -> dict[str, Any]:
         for K in first["evaluations"][name].get("documents", {}):
             per_seed = [r["evaluations"][name].get("documents", {}).get(K) for r in runs.values()]
             per_seed = [d for d in per_seed if d]
-            documents[K] = {key: sum(d[key] for d in per_seed) / len(per_seed) for key in per_seed[0]}
+            documents[K] = {key: sum(d[key] for d in per_seed) / len(per_seed) for key in per_seed[0]
+                            if all(key in d for d in per_seed)}
         evaluations[name] = {"by_carry": by_carry, "documents": documents}
+        readings = [r["evaluations"][name].get("reading") for r in runs.values()]
+        if all(readings):
+            positions = list(zip(*[[x["mean"] for x in r["success_by_position"]] for r in readings]))
+            shares = [r["reads_own_rule"] for r in readings if r.get("reads_own_rule") is not None]
+            evaluations[name]["reading"] = {
+                "K": readings[0]["K"],
+                "success_by_position": [{"mean": sum(v) / len(v), "ci": [min(v), max(v)], "per_seed": list(v)}
+                                        for v in positions],
+                "reads_own_rule": sum(shares) / len(shares) if shares else None,
+                "reading_turns": sum(r["reading_turns"] for r in readings)}
     arms = {}
     for name in first["arms"]:
         curves = [r["arms"][name]["curve"] for r in runs.values()]

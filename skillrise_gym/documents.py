@@ -9,7 +9,12 @@ the trainer's), so a training run and an evaluation report the same numbers:
 - ``states_all``: curate turns whose document states every distinct fact revealed at positions 0..p of the
   trial (p the task just finished): what a curator that keeps and merges carries;
 - ``states_latest``: curate turns whose document states the fact of task p (what the last task revealed);
-- ``instance_words``: curate turns whose document holds a word that names an instance of tasks 0..p.
+- ``instance_words``: curate turns whose document holds a word that names an instance of tasks 0..p;
+- ``reads_own_rule`` (with ``reading_turns``, how many): SOLVE turns whose document (the trial's previous
+  curate turn's) states the task's own fact and also a revealed fact with another answer (two rules naming
+  different bins): the share solved. It measures the solver's reading, not the curator's keeping: 1.0 reads
+  the rule about the item; a solver that always follows one clause (the last, the first) is near 0.5.
+  Absent when no solve turn had such a document.
 """
 
 from __future__ import annotations
@@ -47,8 +52,25 @@ def document_stats(turns: Iterable[Any], task_of: Callable[[str], Task | None],
     `backend_of(benchmark)` its backend class."""
     rows = [t if isinstance(t, Mapping) else t.to_dict() for t in turns]
     by_trial: dict[str, dict[int, str]] = defaultdict(dict)  # trial -> position -> task id
+    curated_at: dict[tuple[str, int], str] = {}  # (trial, position) -> the document its curate turn wrote
     for row in rows:
         by_trial[row["trial_id"]][int(row["position"])] = row["task_id"]
+        if row["role"] == "curate":
+            curated_at[(row["trial_id"], int(row["position"]))] = str(row.get("action") or "")
+    reading = [0, 0]  # solve turns whose document holds their own rule and another naming a different answer; solved
+    for row in rows:
+        document = curated_at.get((row["trial_id"], int(row["position"]) - 1))
+        task = task_of(row["task_id"]) if row["role"] == "solve" and document else None
+        if task is None:
+            continue
+        backend = backend_of(task.benchmark)
+        own = backend.facts(task)
+        played = by_trial[row["trial_id"]]
+        earlier = [t for p in sorted(played) if p < int(row["position"]) and (t := task_of(played[p])) is not None]
+        others = {f for t in earlier for f in backend.facts(t) if all(f[-1] != o[-1] for o in own)}
+        if own and all(states(document, f) for f in own) and any(states(document, f) for f in others):
+            reading[0] += 1
+            reading[1] += bool(row.get("success"))
     counts = {"states_all": 0, "states_latest": 0, "instance_words": 0}
     curated = 0
     for row in rows:
@@ -72,4 +94,5 @@ def document_stats(turns: Iterable[Any], task_of: Callable[[str], Task | None],
         counts["instance_words"] += bool(instance & words(document))
     if not curated:
         return {}
-    return {name: n / curated for name, n in counts.items()} | {"curate_turns": float(curated)}
+    read = {"reads_own_rule": reading[1] / reading[0], "reading_turns": float(reading[0])} if reading[0] else {}
+    return {name: n / curated for name, n in counts.items()} | {"curate_turns": float(curated)} | read

@@ -456,12 +456,17 @@ def _tokenizer_corpus() -> list[str]:
     return [line for line in lines if line]
 
 
-def build_tiny_model(out_dir: str | os.PathLike, *, vocab_size: int = 512, seed: int = 0) -> str:
+def build_tiny_model(out_dir: str | os.PathLike, *, vocab_size: int = 512, seed: int = 0, hidden_size: int = 64,
+                     num_layers: int = 2) -> str:
     """Build a 2-layer Qwen3 causal LM with a ChatML template into `out_dir`, offline; returns the path.
 
     The tokenizer is a byte-level BPE trained on local text, so any string encodes. Deterministic for a
-    given `seed`.
+    given `seed`. `hidden_size` (a multiple of 16: heads of 16 dimensions, half as many key/value heads) and
+    `num_layers` widen or deepen it for experiments; the defaults are the "tiny" model.
     """
+    if hidden_size < 32 or hidden_size % 16 or num_layers < 1:
+        raise ValueError(f"hidden_size must be a multiple of 16 from 32 and num_layers >= 1, got "
+                         f"{hidden_size} and {num_layers}")
     import torch
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
     from transformers import PreTrainedTokenizerFast, Qwen3Config, Qwen3ForCausalLM
@@ -482,8 +487,9 @@ def build_tiny_model(out_dir: str | os.PathLike, *, vocab_size: int = 512, seed:
     tokenizer.chat_template = CHATML_TEMPLATE
 
     config = Qwen3Config(
-        vocab_size=len(tokenizer), hidden_size=64, intermediate_size=128, num_hidden_layers=2,
-        num_attention_heads=4, num_key_value_heads=2, head_dim=16, max_position_embeddings=8192,
+        vocab_size=len(tokenizer), hidden_size=hidden_size, intermediate_size=2 * hidden_size,
+        num_hidden_layers=num_layers, num_attention_heads=hidden_size // 16, num_key_value_heads=hidden_size // 32,
+        head_dim=16, max_position_embeddings=8192,
         tie_word_embeddings=True, eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id,
         bos_token_id=None,
     )

@@ -200,3 +200,32 @@ def test_transfer_experiment_plots(tmp_path, monkeypatch):
     assert len(_bands(by_position.axes[0])) == 3  # one band per arm
     assert [ax.get_title() for ax in vs_K.axes] == [f"carry {m}" for m in module.CARRY]  # carry modes side by side
     assert all(list(ax.get_xticks()) == eval_K and len(_bands(ax)) == 3 for ax in vs_K.axes)
+
+
+def test_the_reading_check_scores_a_solver_on_the_perfect_curators_documents(tmp_path, monkeypatch):
+    """benchmarks/transfer_experiment.py's PerfectDocuments: the perfect curator's documents, solved by the
+    scripted perfect reader (reads the rule about the item) and by the latest-rule agent (follows the first
+    rule whatever the item): the first reads its own rule every time, the second about half the time."""
+    import importlib.util
+    import sys
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parent.parent / "benchmarks" / "transfer_experiment.py"
+    spec = importlib.util.spec_from_file_location("transfer_experiment_reading", path)
+    module = importlib.util.module_from_spec(spec)
+    monkeypatch.setitem(sys.modules, spec.name, module)
+    spec.loader.exec_module(module)
+    p = module.Preset(rules=2, bins=4, eval_sequences=60, eval_K=[4])
+    shares = {}
+    for name, keep in (("reader", True), ("latest", False)):
+        out = tmp_path / name
+        summary = module.held_out_bench(None, p, out, module.PerfectDocuments(module.ScriptedCurator(keep)), K=[4],
+                                        carry=["skill"])
+        held = module.held_documents(out / "turns.jsonl", p)["4"]
+        assert held["states_all"] == 1.0  # the documents are the perfect curator's whoever solves
+        assert held["reading_turns"] >= 20
+        shares[name] = held["reads_own_rule"]
+        positions = [x["mean"] for x in summary["by_carry"]["skill"]["blocks"][0]["success_by_position"]]
+        assert positions[0] < 0.5
+    assert shares["reader"] == 1.0
+    assert 0.2 < shares["latest"] < 0.8

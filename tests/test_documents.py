@@ -13,8 +13,9 @@ def _task(n: int, kind: str, colour: str, brand: str = "Acme", obj: str = "jar")
                          "item": f"a {brand} {obj}", "distractors": []})
 
 
-def _turn(trial: str, role: str, position: int, task: Task, action: str = "") -> dict:
-    return {"trial_id": trial, "role": role, "position": position, "task_id": task.id, "action": action}
+def _turn(trial: str, role: str, position: int, task: Task, action: str = "", success: bool = False) -> dict:
+    return {"trial_id": trial, "role": role, "position": position, "task_id": task.id, "action": action,
+            "success": success}
 
 
 def test_a_document_states_a_fact_when_one_clause_holds_all_its_words():
@@ -39,3 +40,24 @@ def test_document_stats_separate_keeping_every_rule_from_carrying_the_latest():
     assert both["instance_words"] == 1 / 5  # "Acme jar"
     # benchmarks that do not say what their tasks reveal: nothing measured
     assert document_stats(keeper, tasks.get, lambda name: type("B", (), {"facts": staticmethod(lambda t: [])})) == {}
+
+
+def test_reads_own_rule_scores_solve_turns_whose_document_holds_two_rules_naming_different_bins():
+    glass, paper, glass2, paper2 = (_task(0, "glass", "blue"), _task(1, "paper", "red"),
+                                    _task(2, "glass", "blue", "Zumi", "cup"), _task(3, "paper", "red", "Zumi", "box"))
+    tasks = {t.id: t for t in (glass, paper, glass2, paper2)}
+    both = "glass items go in the blue bin; paper items go in the red bin"
+    rows = [_turn("a", "solve", 0, glass), _turn("a", "curate", 0, glass, "glass items go in the blue bin"),
+            _turn("a", "solve", 1, paper, success=True),  # one rule in its document: not a reading turn
+            _turn("a", "curate", 1, paper, both),
+            _turn("a", "solve", 2, glass2, success=True),  # read the glass rule
+            _turn("a", "curate", 2, glass2, both),
+            _turn("a", "solve", 3, paper2, success=False),  # followed the wrong clause
+            _turn("a", "curate", 3, paper2, both)]
+    stats = document_stats(rows, tasks.get, lambda name: RulebookBackend)
+    assert stats["reading_turns"] == 2 and stats["reads_own_rule"] == 0.5
+    # a document holding only the item's own rule, or rules naming the same bin, does not test reading
+    same = _task(4, "paper", "blue")
+    rows = [_turn("b", "solve", 0, glass), _turn("b", "curate", 0, glass, "paper items go in the blue bin; x"),
+            _turn("b", "solve", 1, same, success=True), _turn("b", "curate", 1, same, "done")]
+    assert "reads_own_rule" not in document_stats(rows, {**tasks, same.id: same}.get, lambda name: RulebookBackend)

@@ -240,6 +240,8 @@ def test_the_transfer_experiments_gpu_preset_runs_end_to_end_at_tiny_size_and_re
     assert experiment.main(args) == 0
     report = json.loads((tmp_path / "results" / "transfer_experiment.json").read_text())
     assert set(report["evaluations"]) >= {"skillrise", "grpo"} and report["preset"]["lora"] is True
+    # R=2: each policy's solver is also measured on the perfect curator's documents (the LoRA adapter loads)
+    assert len(report["evaluations"]["skillrise"]["reading"]["success_by_position"]) == 2
     for arm in ("skillrise", "grpo"):
         assert models.is_adapter_folder(tmp_path / "work" / arm / "final")
 

@@ -45,6 +45,17 @@ def test_tiny_build_is_deterministic(tmp_path):
     assert (tmp_path / "a" / "tokenizer.json").read_text() == (tmp_path / "b" / "tokenizer.json").read_text()
 
 
+def test_tiny_model_can_be_widened_and_deepened_with_the_same_tokenizer(tmp_path):
+    base, base_tokenizer = load_model_and_tokenizer(build_tiny_model(tmp_path / "base"))
+    wide, tokenizer = load_model_and_tokenizer(build_tiny_model(tmp_path / "wide", hidden_size=128, num_layers=4))
+    assert (wide.config.hidden_size, wide.config.num_hidden_layers, wide.config.num_attention_heads) == (128, 4, 8)
+    assert sum(p.numel() for p in wide.parameters()) > 5 * sum(p.numel() for p in base.parameters())
+    assert tokenizer.get_vocab() == base_tokenizer.get_vocab()
+    with pytest.raises(ValueError, match="hidden_size must be a multiple of 16"):
+        build_tiny_model(tmp_path / "bad", hidden_size=100)
+    assert not (tmp_path / "bad").exists()
+
+
 def test_tiny_name_resolves_to_a_cached_build():
     first = resolve_model_path("tiny")
     assert resolve_model_path("tiny") == first and Path(first, "config.json").exists()
