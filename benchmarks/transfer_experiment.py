@@ -84,6 +84,7 @@ class Preset:
     warmstart_steps: int = 600
     warmstart_sequences: int = 1000
     warmstart_documents: str = "one"  # "several" for documents of several rules (R >= 2)
+    warmstart_reading: int = 2  # reading examples per warm-start sequence
     max_new_tokens: int = 24
     rules: int = 1
     bins: int = 3
@@ -157,6 +158,7 @@ def untrained(p: Preset, work: Path, log, algo: str = "skillrise") -> str:
     config = TrainConfig(env="rulebook", algo=algo, model=p.model, lora=False, K=p.K, max_task_steps=1,
                          max_new_tokens=p.max_new_tokens, warmstart_steps=p.warmstart_steps,
                          warmstart_sequences=p.warmstart_sequences, warmstart_documents=p.warmstart_documents,
+                         warmstart_reading=p.warmstart_reading,
                          seed=p.seed, threads=p.threads,
                          backend_options=backend_options(p))
     return save_warm_started(config, str(out))

@@ -450,7 +450,8 @@ class SkillRiseTrainer(GRPOAdapter):
             **self.rollout.episode,
         )
         try:
-            examples = format_examples(env, c.warmstart_sequences, seed=c.seed, documents=c.warmstart_documents)
+            examples = format_examples(env, c.warmstart_sequences, seed=c.seed, reading=c.warmstart_reading,
+                                       documents=c.warmstart_documents)
         finally:
             env.close()
         losses = warm_start(self.model, self.processing_class, self.encode_prompt, examples, c.warmstart_steps,
@@ -483,9 +484,11 @@ class SkillRiseTrainer(GRPOAdapter):
             env.close()
             self.model.train(was_training)
         if self.accelerator.is_main_process:
-            print(f"warm start: follows a note {result.follow:.0%}, curate turns copying trajectory clauses "
-                  f"{result.copy:.0%}, well-formed {result.valid:.0%} ({sequences} sequences it did not train on)",
-                  flush=True)
+            several = ("" if result.follow_several is None else
+                       f" (of several rules, the one about the item: {result.follow_several:.0%})")
+            print(f"warm start: follows a note {result.follow:.0%}{several}, curate turns copying trajectory "
+                  f"clauses {result.copy:.0%}, well-formed {result.valid:.0%} ({sequences} sequences it did not "
+                  f"train on)", flush=True)
             out = Path(self.args.output_dir)
             out.mkdir(parents=True, exist_ok=True)
             (out / "warmstart.json").write_text(json.dumps({**vars(result), "steps": c.warmstart_steps,

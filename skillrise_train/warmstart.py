@@ -61,6 +61,7 @@ class Example:
     prompt: str
     target: str  # the whole answer, tags included
     prefix: str = ""  # the answer prefix the policy is given (compact prompts): not a target token
+    several: bool = False  # a reading note of several clauses naming different actions, one about the item
 
 
 #: what the warm start's documents look like: "one" clause (curate targets one trajectory clause, notes one
@@ -164,7 +165,7 @@ def reading_examples(env: Any, task_ids: Sequence[str], clauses: Collection[str]
     about = [c for c in naming if (word_set(c) - ignored) & (word_set(context) - ignored)] if several else []
     out = []
     for _ in range(count if naming else 0):
-        note, target = None, None
+        note, target, several_rules = None, None, False
         for _attempt in range(4 if about and rng.random() < 0.5 else 0):  # several rules, one about this item
             first = about[int(rng.integers(len(about)))]
             others = [c for c in naming if named[c] != named[first] and c not in about]
@@ -176,7 +177,7 @@ def reading_examples(env: Any, task_ids: Sequence[str], clauses: Collection[str]
             parts = [parts[int(i)] for i in rng.permutation(len(parts))]
             candidate = "; ".join(parts)
             if named_action(actions, candidate, context) == named[first]:
-                note, target = candidate, named[first]
+                note, target, several_rules = candidate, named[first], True
                 break
         if note is None:
             note = naming[int(rng.integers(len(naming)))]
@@ -186,7 +187,8 @@ def reading_examples(env: Any, task_ids: Sequence[str], clauses: Collection[str]
                 longer = f"{note}; {other}" if rng.random() < 0.5 else f"{other}; {note}"
                 note = longer if named_action(actions, longer, context if several else "") == target else note
         obs, _ = env.reset(options={"task_ids": list(task_ids), "skill_document": note})
-        out.append(Example(str(obs["prompt"]), action_answer(target), str(obs.get("answer_prefix") or "")))
+        out.append(Example(str(obs["prompt"]), action_answer(target), str(obs.get("answer_prefix") or ""),
+                           several=several_rules))
     return out
 
 
@@ -262,6 +264,9 @@ class FormatCheck:
     copy: float  # CURATE turns: the share whose document is clauses of the trajectory, verbatim
     valid: float  # every turn: the share of well-formed answers (tags closed, admissible action)
     sequences: int
+    #: notes of several clauses naming different actions (documents "several"): the share that takes the
+    #: action of the clause about the item (None: no such note was drawn)
+    follow_several: float | None = None
 
     def passes(self, follow: float, copy: float) -> bool:
         return self.follow >= follow and self.copy >= copy
@@ -305,12 +310,18 @@ def check_format(env: Any, answer: Callable[[list[str], list[str]], list[str]], 
             obs, _reward, done, _truncated, _info = env.step(text)
         notes.extend(reading_examples(env, task_ids, clauses, 1, rng, several=documents == "several"))
     followed = 0
+    several = [0, 0]  # notes whose clauses name different actions; followed
     if notes:
         answers = answer([ex.prompt for ex in notes], [ex.prefix for ex in notes])
-        followed = sum(parse_action(a, base.benchmark).action == parse_action(ex.target, base.benchmark).action
-                       for a, ex in zip(answers, notes))
+        for a, ex in zip(answers, notes):
+            hit = parse_action(a, base.benchmark).action == parse_action(ex.target, base.benchmark).action
+            followed += hit
+            if ex.several:
+                several[0] += 1
+                several[1] += hit
     return FormatCheck(follow=followed / max(1, len(notes)), copy=copied / max(1, curated),
-                       valid=valid / max(1, turns), sequences=sequences)
+                       valid=valid / max(1, turns), sequences=sequences,
+                       follow_several=several[1] / several[0] if several[0] else None)
 
 
 def greedy_answerer(model: Any, tokenizer: Any, encode_prompt: Callable[[str, str], tuple[list[int], bool]],

@@ -98,6 +98,7 @@ def test_reading_notes_of_several_rules_teach_finding_the_one_about_the_item():
             for ex in reading_examples(env, info["task_ids"], clauses, 2, rng):
                 note = re.search(r"Skills: (.*)", ex.prompt).group(1)
                 target = re.fullmatch(r"<action>(.*)</action>", ex.target).group(1)
+                assert ex.several == (";" in note)  # the check's follow_several counts these notes
                 if ";" in note:
                     several += 1
                     about = [c for c in note.split("; ") if f" {kind} " in f" {c} "]
@@ -148,6 +149,35 @@ def test_the_format_check_measures_copying_and_following():
     assert careless.copy == 0.0 and careless.valid == 1.0
     assert careless.follow < 0.6  # the first bin is the named one about a third of the time
     assert good.passes(0.9, 0.9) and not careless.passes(0.9, 0.9)
+    assert good.follow_several is None  # one-clause notes: nothing of several rules to read
+
+
+def test_the_format_check_measures_reading_several_rules_by_the_item():
+    """documents="several": the check also reports how often a note of several rules is read by the clause
+    about the item; a reader that takes the last naming clause is caught there, not in the overall share."""
+    from skillrise_train.warmstart import check_format
+
+    def last_clause(prompts, prefixes, seeds=None):
+        out = []
+        for prompt in prompts:
+            if "Did:" in prompt:
+                out.append("<skill>none</skill>")
+                continue
+            note = re.search(r"Skills: (.*)", prompt).group(1)
+            actions = re.search(r"Actions: (.*)", prompt).group(1).split(" | ")
+            named = [n for c in note.split(";") if (n := named_action(actions, c))]
+            out.append(f"<action>{named[-1] if named else actions[0]}</action>")
+        return out
+
+    env = SequenceEnv(backend="rulebook", K=2, split="train", max_task_steps=1, backend_options={"rules": 2, "bins": 4},
+                      prompt_style="compact")
+    try:
+        good = check_format(env, _scripted(copy=True, follow=True), sequences=40, documents="several")
+        last = check_format(env, last_clause, sequences=40, documents="several")
+    finally:
+        env.close()
+    assert good.follow_several == 1.0
+    assert last.follow_several is not None and last.follow_several < 0.8
 
 
 def test_one_clause_documents_by_default_several_on_request():
