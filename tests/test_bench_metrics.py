@@ -229,3 +229,24 @@ def test_the_reading_check_scores_a_solver_on_the_perfect_curators_documents(tmp
         assert positions[0] < 0.5
     assert shares["reader"] == 1.0
     assert 0.2 < shares["latest"] < 0.8
+
+
+def test_the_reading_probe_runs_and_appends_its_row(tmp_path, monkeypatch):
+    """benchmarks/reading_probe.py at toy size: notes of several rules only, a row with follow_several."""
+    import importlib.util
+    import json
+    import sys
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parent.parent / "benchmarks" / "reading_probe.py"
+    spec = importlib.util.spec_from_file_location("reading_probe_under_test", path)
+    module = importlib.util.module_from_spec(spec)
+    monkeypatch.setitem(sys.modules, spec.name, module)
+    spec.loader.exec_module(module)
+    monkeypatch.setattr(module, "RESULTS", tmp_path / "probe.json")
+    for _ in range(2):
+        assert module.main(["--steps", "2", "--sequences", "3"]) == 0
+    rows = json.loads((tmp_path / "probe.json").read_text())
+    assert len(rows) == 2 and rows[0]["examples"] > 0 and rows[0]["command"].endswith("--steps 2 --sequences 3")
+    # two steps teach no format: the check's own play may reveal no rule to build notes of several from
+    assert rows[0]["follow_several"] is None or 0.0 <= rows[0]["follow_several"] <= 1.0

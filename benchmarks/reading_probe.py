@@ -1,0 +1,95 @@
+"""Can a small model learn to read a document of several rules by the item's kind at all?
+
+The R=2 transfer result is capped by the solver (README, "Two rules per family"): given the perfect curator's
+documents the warm-started tiny model follows one clause whatever the item. This probe removes everything else:
+a supervised warm start on *only* the warm start's reading notes of several rules (`reading_examples`, the ones
+with `several=True`: two or three clauses naming different bins, one about the item, target the bin of the one
+about the item), then the format check's `follow_several` on notes from sequences it did not train on.
+
+    python benchmarks/reading_probe.py --steps 1200                       # the tiny model
+    python benchmarks/reading_probe.py --steps 1200 --width 128 --layers 2
+
+Prints and appends one row to benchmarks/results/r2_reading/reading_probe.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+RESULTS = ROOT / "benchmarks" / "results" / "r2_reading" / "reading_probe.json"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--steps", type=int, default=1200)
+    parser.add_argument("--width", type=int, default=64)
+    parser.add_argument("--layers", type=int, default=2)
+    parser.add_argument("--lr", type=float, default=3e-3)
+    parser.add_argument("--sequences", type=int, default=600, help="sequences whose first task gets reading notes")
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args(argv)
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+    import numpy as np
+    import torch
+
+    from skillrise_gym.env import SequenceEnv
+    from skillrise_gym.models import build_tiny_model, encode_chat, load_model_and_tokenizer
+    from skillrise_train.warmstart import (check_format, greedy_answerer, reading_examples, trajectory_clauses,
+                                           warm_start)
+
+    torch.set_num_threads(1)
+    torch.manual_seed(args.seed)
+    env = SequenceEnv(backend="rulebook", K=4, split="train", max_task_steps=1, prompt_style="compact",
+                      backend_options={"rules": 2, "bins": 4})
+    rng = np.random.default_rng(args.seed)
+    # the clause pool the warm start reads notes from: every clause of played training trajectories
+    clauses: dict[str, None] = {}
+    for _ in range(300):
+        obs, _info = env.reset(seed=int(rng.integers(2**31)))
+        done = False
+        while not done:
+            obs, _r, done, _t, _i = env.step("<action>red bin</action>" if int(obs["role"]) == 0 else "<skill>none</skill>")
+            if int(obs.get("role", 0)) == 1 and env.records:
+                clauses.update(dict.fromkeys(trajectory_clauses(env.records[-1].history)))
+    examples = []
+    for _ in range(args.sequences):
+        _obs, info = env.reset(seed=int(rng.integers(2**31)))
+        examples += [e for e in reading_examples(env, info["task_ids"], clauses, 6, rng) if e.several]
+    with tempfile.TemporaryDirectory() as scratch:
+        path = build_tiny_model(Path(scratch) / "model", hidden_size=args.width, num_layers=args.layers)
+        model, tokenizer = load_model_and_tokenizer(path)
+
+    def encode(prompt: str, prefix: str) -> tuple[list[int], bool]:
+        return encode_chat(tokenizer, prompt, prefix, max_tokens=4096)
+
+    started = time.perf_counter()
+    losses = warm_start(model, tokenizer, encode, examples, args.steps, lr=args.lr, seed=args.seed)
+    wall = time.perf_counter() - started
+    model.eval()
+    with torch.no_grad():
+        check = check_format(env, greedy_answerer(model, tokenizer, encode, 16), sequences=80, seed=args.seed + 1,
+                             documents="several")
+    env.close()
+    row = {"width": args.width, "layers": args.layers, "steps": args.steps, "lr": args.lr, "seed": args.seed,
+           "examples": len(examples), "final_loss": round(sum(losses[-50:]) / max(1, len(losses[-50:])), 3),
+           "follow_several": check.follow_several, "follow": check.follow, "wall_seconds": round(wall, 1),
+           "command": "python benchmarks/reading_probe.py " + " ".join(argv if argv is not None else sys.argv[1:])}
+    print(json.dumps(row))
+    RESULTS.parent.mkdir(parents=True, exist_ok=True)
+    rows = json.loads(RESULTS.read_text()) if RESULTS.exists() else []
+    RESULTS.write_text(json.dumps(rows + [row], indent=1) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
