@@ -162,7 +162,7 @@ class TrainConfig:
     use_vllm: bool = option(False, 'Generate with vLLM (GPU only; colocated with training).')
     vllm_gpu_memory_utilization: float = option(0.3, 'GPU memory share of vLLM in colocate mode.')
     bf16: bool = option(False, 'Train in bfloat16 (GPUs).')
-    gradient_checkpointing: bool = option(False, 'Recompute activations in the backward pass (large models on GPUs).')
+    gradient_checkpointing: bool = option(False, 'Recompute activations in the backward pass: bounds update memory by the longest row (docs/train.md).')
     generation_batch: int = option(64, 'Most prompts generated in one call (bounds generation memory).')
     record_turns: bool = option(True, 'Write every turn (prompt, response, credit) to output_dir/turns.jsonl.')
     backend_options: JSONObject = option(JSONObject(), 'Backend constructor options, a dict (on the command line as JSON, e.g. \'{"num_products": 200}\').')

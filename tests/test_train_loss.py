@@ -182,3 +182,29 @@ def test_the_default_budget_resolves_on_this_device(trainer):
         assert len(trainer.pack_rows(batch)) == rows  # 1000 tokens a row: one row per 1024-token pass
     finally:
         trainer.config.micro_batch_tokens = config_budget
+
+
+@pytest.mark.parametrize("lora", [False, True])
+def test_gradient_checkpointing_on_a_cpu_trains_to_the_same_weights(tmp_path, lora):
+    """--gradient-checkpointing takes effect on a CPU too (it bounds the update's memory by the longest row:
+    docs/train.md) and changes no number: one training step gives the same weights as without it."""
+    weights = {}
+    for checkpointing in (False, True):
+        config = TrainConfig(env="toy", model="tiny", lora=lora, K=2, G=2, S=1, steps=1, seed=0, lr=1e-3,
+                             max_new_tokens=8, save_interval=1, record_turns=False,
+                             output_dir=str(tmp_path / f"gc{checkpointing}"), gradient_checkpointing=checkpointing)
+        trainer = SkillRiseTrainer.from_config(config)
+        try:
+            assert trainer.args.gradient_checkpointing is checkpointing
+            before = {n: p.detach().clone() for n, p in trainer.model.named_parameters() if p.requires_grad}
+            trainer.train()
+            inner = trainer.model.get_base_model() if lora else trainer.model
+            assert inner.is_gradient_checkpointing is checkpointing
+            weights[checkpointing] = {n: p.detach().clone() for n, p in trainer.model.named_parameters()
+                                      if p.requires_grad}
+            assert any(not torch.equal(before[n], w) for n, w in weights[checkpointing].items())  # it learned
+        finally:
+            trainer.rollout.close()
+    assert weights[True].keys() == weights[False].keys() and weights[True]
+    for name in weights[False]:
+        torch.testing.assert_close(weights[True][name], weights[False][name], rtol=1e-5, atol=1e-7)
