@@ -263,15 +263,21 @@ class PerfectDocuments:
         return Hybrid()
 
 
+def policy_agent(model_dir: str, p: Preset) -> Any:
+    """The bench's hf agent on `model_dir`, as every evaluation of the experiment plays a policy."""
+    from skillrise_gym.agents.hf_agent import HFAgent, HFConfig
+
+    return HFAgent(HFConfig(model=model_dir, max_new_tokens=p.max_new_tokens, temperature=p.eval_temperature,
+                            batch_size=64, seed=p.seed, threads=p.threads))
+
+
 def held_out_bench(model_dir: str | None, p: Preset, out: Path, agent: Any = None, **config: Any) -> dict[str, Any]:
     """The bench runner on the probe's held-out families (the hf agent on `model_dir`, or `agent`), the
     agent closed after; `config`: the BenchConfig fields that differ (K, carry, mode). Its summary."""
-    from skillrise_gym.agents.hf_agent import HFAgent, HFConfig
     from skillrise_gym.bench.runner import BenchConfig, run_bench
 
     if agent is None:
-        agent = HFAgent(HFConfig(model=model_dir, max_new_tokens=p.max_new_tokens, temperature=p.eval_temperature,
-                                 batch_size=64, seed=p.seed, threads=p.threads))
+        agent = policy_agent(model_dir, p)
     try:
         bench = BenchConfig(env="rulebook", out=str(out), num_sequences=p.eval_sequences, split="test",
                             seed=p.seed + 7, workers=0, parallel=64, backend_options=backend_options(p),
@@ -309,14 +315,10 @@ def evaluate(name: str, model_dir: str | None, p: Preset, work: Path, log, agent
 def reading_check(name: str, model_dir: str, p: Preset, work: Path, log) -> dict[str, Any]:
     """The policy's solver on the perfect curator's documents (`PerfectDocuments`), held out, carry skill, at
     the largest K: success by position, and `reads_own_rule` (documents.py)."""
-    from skillrise_gym.agents.hf_agent import HFAgent, HFConfig
-
     K = max(p.eval_K)
     log(f"[{name}] reading check: its solver on the perfect curator's documents, K={K}")
-    solver = HFAgent(HFConfig(model=model_dir, max_new_tokens=p.max_new_tokens, temperature=p.eval_temperature,
-                              batch_size=64, seed=p.seed, threads=p.threads))
     out = work / "eval-reading" / name
-    summary = held_out_bench(None, p, out, PerfectDocuments(solver), K=[K], carry=["skill"])
+    summary = held_out_bench(None, p, out, PerfectDocuments(policy_agent(model_dir, p)), K=[K], carry=["skill"])
     block = summary["by_carry"]["skill"]["blocks"][0]
     held = held_documents(out / "turns.jsonl", p).get(str(K), {})
     return {"K": K, "success": block["success"], "success_by_position": block["success_by_position"],
@@ -517,12 +519,13 @@ def sized_tiny_model(p: Preset, work: Path, log) -> str:
     return str(folder)
 
 
-def run_seed(p: Preset, work: Path, args: Any, log) -> dict[str, Any]:
-    """One whole experiment (warm start, arms, evaluations) with `p.seed`, in `work`."""
+def run_seed(p: Preset, work: Path, args: Any, log, shared: Path) -> dict[str, Any]:
+    """One whole experiment (warm start, arms, evaluations) with `p.seed`, in `work`; what all seeds share
+    (a sized tiny model) goes in `shared`."""
     work.mkdir(parents=True, exist_ok=True)
     report: dict[str, Any] = {"preset": asdict(p), "arms": {}, "evaluations": {}, "ceilings": ceilings(p)}
     if p.model == "tiny" and (p.tiny_width, p.tiny_layers) != (64, 2):
-        p = replace(p, model=sized_tiny_model(p, work.parent if args.seeds and len(args.seeds) > 1 else work, log))
+        p = replace(p, model=sized_tiny_model(p, shared, log))
     start = untrained(p, work, log)
     for keep, name in ((False, "latest-rule-only"), (True, "perfect-curator")):  # reference rows, no model
         report["evaluations"][name] = evaluate(name, None, p, work, log, agent=ScriptedCurator(keep), carry=("skill",),
@@ -632,7 +635,7 @@ def main(argv: list[str] | None = None) -> int:
     runs = {}
     for seed in seeds:
         ps = replace(p, seed=seed)
-        runs[seed] = run_seed(ps, work / f"seed{seed}" if len(seeds) > 1 else work, args, log)
+        runs[seed] = run_seed(ps, work / f"seed{seed}" if len(seeds) > 1 else work, args, log, shared=work)
     report = runs[seeds[0]] if len(seeds) == 1 else combine(runs, p)
     report["wall_seconds"] = round(time.perf_counter() - started, 1)
     report["machine"] = {"cpus": os.cpu_count()}
