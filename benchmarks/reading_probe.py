@@ -8,6 +8,8 @@ about the item), then the format check's `follow_several` on notes from sequence
 
     python benchmarks/reading_probe.py --steps 1200                       # the tiny model
     python benchmarks/reading_probe.py --steps 1200 --width 128 --layers 2
+    python benchmarks/reading_probe.py --model smollm2-135m-instruct --lora 16 --steps 100 --batch-size 8 --lr 1e-3
+    python benchmarks/reading_probe.py --model smollm2-135m-instruct --steps 0          # the pretrained model as is
 
 Prints and appends one row to benchmarks/results/r2_reading/reading_probe.json.
 """
@@ -35,7 +37,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--lr", type=float, default=3e-3)
     parser.add_argument("--sequences", type=int, default=600, help="sequences whose first task gets reading notes")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--model", default=None,
+                        help="a model name or folder (as --model of skillrise-train); default: a fresh tiny model of "
+                             "--width x --layers")
+    parser.add_argument("--lora", type=int, default=0, help="train a LoRA adapter of this rank (all linear "
+                                                           "layers, alpha 2 x rank) instead of every weight")
+    parser.add_argument("--batch-size", type=int, default=32)
+    parser.add_argument("--check-sequences", type=int, default=80, help="held-out sequences of the format check")
     args = parser.parse_args(argv)
+    if args.steps < 0 or args.lora < 0 or args.batch_size < 1 or args.check_sequences < 1:
+        parser.error("--steps and --lora must be >= 0, --batch-size and --check-sequences >= 1")
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
@@ -65,24 +76,37 @@ def main(argv: list[str] | None = None) -> int:
     for _ in range(args.sequences):
         _obs, info = env.reset(seed=int(rng.integers(2**31)))
         examples += [e for e in reading_examples(env, info["task_ids"], clauses, 6, rng) if e.several]
-    with tempfile.TemporaryDirectory() as scratch:
-        path = build_tiny_model(Path(scratch) / "model", hidden_size=args.width, num_layers=args.layers)
-        model, tokenizer = load_model_and_tokenizer(path)
+    if args.model is None:
+        with tempfile.TemporaryDirectory() as scratch:
+            path = build_tiny_model(Path(scratch) / "model", hidden_size=args.width, num_layers=args.layers)
+            model, tokenizer = load_model_and_tokenizer(path)
+    else:
+        model, tokenizer = load_model_and_tokenizer(args.model)
+    if args.lora:
+        from peft import LoraConfig, get_peft_model
+
+        model = get_peft_model(model, LoraConfig(r=args.lora, lora_alpha=2 * args.lora, lora_dropout=0.0,
+                                                 target_modules="all-linear", task_type="CAUSAL_LM"))
 
     def encode(prompt: str, prefix: str) -> tuple[list[int], bool]:
         return encode_chat(tokenizer, prompt, prefix, max_tokens=4096)
 
     started = time.perf_counter()
-    losses = warm_start(model, tokenizer, encode, examples, args.steps, lr=args.lr, seed=args.seed)
+    losses = warm_start(model, tokenizer, encode, examples, args.steps, batch_size=args.batch_size, lr=args.lr,
+                        seed=args.seed)
     wall = time.perf_counter() - started
     model.eval()
     with torch.no_grad():
-        check = check_format(env, greedy_answerer(model, tokenizer, encode, 16), sequences=80, seed=args.seed + 1,
+        check = check_format(env, greedy_answerer(model, tokenizer, encode, 16), sequences=args.check_sequences,
+                             seed=args.seed + 1,
                              documents="several")
     env.close()
-    row = {"width": args.width, "layers": args.layers, "steps": args.steps, "lr": args.lr, "seed": args.seed,
+    row = {"model": args.model or "tiny", "lora": args.lora, "batch_size": args.batch_size,
+           "width": args.width if args.model is None else None,
+           "layers": args.layers if args.model is None else None, "steps": args.steps, "lr": args.lr, "seed": args.seed,
            "examples": len(examples), "final_loss": round(sum(losses[-50:]) / max(1, len(losses[-50:])), 3),
-           "follow_several": check.follow_several, "follow": check.follow, "wall_seconds": round(wall, 1),
+           "follow_several": check.follow_several, "follow": check.follow, "valid": check.valid,
+           "wall_seconds": round(wall, 1), "check_seconds": round(time.perf_counter() - started - wall, 1),
            "command": "python benchmarks/reading_probe.py " + " ".join(argv if argv is not None else sys.argv[1:])}
     print(json.dumps(row))
     RESULTS.parent.mkdir(parents=True, exist_ok=True)

@@ -523,6 +523,54 @@ def _has_tokenizer(path: str | os.PathLike) -> bool:
     return (folder / "tokenizer_config.json").is_file() or (folder / "tokenizer.json").is_file()
 
 
+def auto_threads(processes: int | None = None) -> tuple[int, str]:
+    """Torch CPU threads for one of `processes` model processes on this machine (default: the launcher's
+    ``LOCAL_WORLD_SIZE``, else 1), and why: the cores this process may run on, less those other work keeps
+    busy (the 1-minute load average, rounded), shared among the processes; at least 1.
+
+    Why by load: SmolLM2 generates 1.1-1.7x faster with 2 threads than with 1 on an idle 2-core machine
+    (benchmarks/cpu_generation.py), but a thread that competes with another busy process spins, and a
+    tiny-model step was measured up to 40x slower with 2 threads beside other work (docs/train.md). The
+    load average lags by about a minute and counts this process's own earlier work: the choice is made
+    once, when the model is set up, and logged."""
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    if processes is None:
+        try:
+            processes = max(1, int(os.environ.get("LOCAL_WORLD_SIZE", "1")))
+        except ValueError:
+            processes = 1
+    try:
+        load = os.getloadavg()[0]
+    except (AttributeError, OSError):  # no load average on this platform: assume the cores are free
+        load = 0.0
+    free = max(1, cores - int(load + 0.5))
+    threads = max(1, free // max(1, processes))
+    return threads, f"auto: {cores} cores, 1-min load {load:.1f}, {processes} process(es) on this machine"
+
+
+_AUTO_THREADS: tuple[int, str] | None = None
+
+
+def set_torch_threads(requested: int | None) -> str:
+    """Set torch's CPU threads: `requested` if >= 1, `auto_threads()` if 0, torch's default if None.
+    Returns a short description for logs."""
+    import torch
+
+    if requested is None:
+        return f"{torch.get_num_threads()} (torch's default)"
+    if requested < 0:
+        raise ValueError(f"threads must be >= 0 (0: chosen from the cores and the load), got {requested}")
+    if requested == 0:
+        global _AUTO_THREADS
+        if _AUTO_THREADS is None:  # once per process: later calls (the trainer after the CLI) keep the choice
+            _AUTO_THREADS = auto_threads()
+        threads, why = _AUTO_THREADS
+        torch.set_num_threads(threads)
+        return f"{threads} ({why})"
+    torch.set_num_threads(int(requested))
+    return str(requested)
+
+
 def load_model_and_tokenizer(name_or_path: str = DEFAULT_MODEL, *, dtype: Any = None, device: Any = None,
                              base_model: str | None = None):
     """Load a causal LM and its tokenizer from a name or local path (see the module docstring).

@@ -242,8 +242,11 @@ def run(config: TrainConfig) -> dict[str, Any]:
     transformers.utils.logging.set_verbosity_error()
     transformers.utils.logging.disable_progress_bar()
     warnings.filterwarnings("ignore", category=FutureWarning)
+    threads = "-"
     if not torch.cuda.is_available():
-        torch.set_num_threads(max(1, config.threads))
+        from skillrise_gym.models import set_torch_threads
+
+        threads = set_torch_threads(config.threads)
     ranks = start_processes(config)
     from skillrise_train.trainer import check_trl_options, trainer_fixed_trl_args
 
@@ -323,7 +326,7 @@ def _train(config: TrainConfig, ranks: Any, out: Path, resume_from: str | None, 
         f"skillrise-train: algo={config.algo} env={config.env} ({train_split}) model={config.model} "
         f"K={config.K} G={config.G} S={config.S} envs={rollout.pool.num_envs} steps={config.steps} "
         f"lora={config.lora} " + ("overlap=on " if config.overlap else "") +
-        f"device={trainer.accelerator.device} threads={torch.get_num_threads()} "
+        f"device={trainer.accelerator.device} threads={threads} "
         f"micro_batch_tokens={trainer.micro_batch_budget}"
         + (f" processes={ranks.world_size} (sequences {rollout.shard} on the main one)" if ranks.several else "")
         + (f" resuming from {resume_from}" if resume_from else ""),

@@ -158,7 +158,7 @@ class TrainConfig:
     ray_memory: float | None = option(None, 'With ray_address: memory reserved per env in bytes, e.g. 1.5e9 for a ScienceWorld JVM.')
     overlap: bool = option(False, "Step envs while the model generates for other trials, instead of in rounds (needs env_workers or ray_address: in this process nothing overlaps). The same turns as rounds, sampled ones included (each turn samples from an RNG of its own; vLLM excepted: docs/train.md).")
     overlap_wait: float = option(OVERLAP_WAIT, 'With overlap: the longest a trial waits for busy envs to join its generation call, in seconds (>= 0; it waits only while they are expected sooner than a call costs).')
-    threads: int = option(1, 'Torch CPU threads; on an idle 2-core machine 2 generate SmolLM2 1.1-1.7x faster than 1 (README, CPU generation).')
+    threads: int = option(0, "Torch CPU threads (CPU runs); 0: the cores that other work leaves free by the 1-minute load average, shared among this machine's training processes (skillrise_gym.models.auto_threads).")
     use_vllm: bool = option(False, 'Generate with vLLM (GPU only; colocated with training).')
     vllm_gpu_memory_utilization: float = option(0.3, 'GPU memory share of vLLM in colocate mode.')
     bf16: bool = option(False, 'Train in bfloat16 (GPUs).')
@@ -215,6 +215,8 @@ class TrainConfig:
             raise ValueError(f"step_advantage_weight must be a finite number >= 0, got {self.step_advantage_weight}")
         if self.invalid_penalty < 0:
             raise ValueError("invalid_penalty must be >= 0")
+        if self.threads < 0:
+            raise ValueError(f"threads must be >= 0 (0: chosen from the cores and the load), got {self.threads}")
         if self.envs < 0:
             raise ValueError(f"envs must be >= 0 (0 sizes the env pool to the memory), got {self.envs}")
         if not (isinstance(self.overlap_wait, (int, float)) and math.isfinite(self.overlap_wait)

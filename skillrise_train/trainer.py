@@ -401,8 +401,9 @@ class SkillRiseTrainer(GRPOAdapter):
         # the finite check runs before the save, the completion marker after it (checkpoints.py)
         callbacks = list(callbacks or []) + [FiniteWeightsCallback(), completion_callback()]
         if not torch.cuda.is_available():
-            # deliberate: on small CPU models extra threads mostly spin (and a busy machine makes it far worse)
-            torch.set_num_threads(max(1, config.threads))
+            from skillrise_gym.models import set_torch_threads
+
+            set_torch_threads(config.threads)  # 0: by the cores and the load (models.auto_threads)
         model, tokenizer = load_model_and_tokenizer(config.model)
         peft_config = None
         if config.lora:

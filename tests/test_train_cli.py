@@ -67,6 +67,8 @@ def test_bad_config_values_are_rejected(capsys):
     assert main(["--algo", "ppo"]) == 2
     assert "algo must be one of" in capsys.readouterr().err
     assert main(["--G", "0"]) == 2
+    assert main(["--threads", "-1"]) == 2
+    assert "threads must be >= 0" in capsys.readouterr().err
 
 
 def test_one_full_step_on_toy_writes_metrics_turns_and_checkpoint(tmp_path, capsys, monkeypatch):

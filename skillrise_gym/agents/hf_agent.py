@@ -29,7 +29,7 @@ class HFConfig:
     max_prompt_tokens: int = 4096  # longer prompts lose their middle, as in training (models.encode_chat)
     seed: int = 0  # sampling seed (temperature > 0)
     device: str = "cpu"
-    threads: int | None = None  # torch CPU threads (None: leave torch's default)
+    threads: int | None = 0  # torch CPU threads (0: by the cores and the load, models.auto_threads; None: torch's default)
     system_prompt: str | None = None  # a system message before each prompt (None: the chat template's default)
     base_model: str | None = None  # an adapter's base (None: $SKILLRISE_BASE_MODEL, else its adapter config's)
 
@@ -44,8 +44,10 @@ class HFAgent(Agent):
 
         self.config = config
         self.batch_size = max(1, int(config.batch_size))
-        if config.threads:
-            torch.set_num_threads(int(config.threads))
+        if config.device == "cpu":
+            from skillrise_gym.models import set_torch_threads
+
+            self.threads = set_torch_threads(config.threads)
         self.adapter: dict[str, Any] | None = None  # an adapter's base: what describe() records
         if model is None or tokenizer is None:
             path = resolve_model_path(config.model, base_model=config.base_model)

@@ -114,7 +114,9 @@ def build_parser() -> argparse.ArgumentParser:
     llm.add_argument("--batch-size", type=int, default=8, help="hf: prompts generated together")
     llm.add_argument("--max-prompt-tokens", type=int, default=4096, help="hf: longer prompts keep their end")
     llm.add_argument("--device", default="cpu", help="hf: torch device")
-    llm.add_argument("--threads", type=int, default=None, help="hf: torch CPU threads")
+    llm.add_argument("--threads", type=int, default=0,
+                     help="hf: torch CPU threads (0, the default: the cores other work leaves free by the 1-minute "
+                          "load average)")
     return p
 
 
