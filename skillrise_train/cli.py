@@ -242,11 +242,10 @@ def run(config: TrainConfig) -> dict[str, Any]:
     transformers.utils.logging.set_verbosity_error()
     transformers.utils.logging.disable_progress_bar()
     warnings.filterwarnings("ignore", category=FutureWarning)
-    threads = "-"
     if not torch.cuda.is_available():
         from skillrise_gym.models import set_torch_threads
 
-        threads = set_torch_threads(config.threads)
+        set_torch_threads(config.threads)  # before any model: 0 chooses once for this process (models.py)
     ranks = start_processes(config)
     from skillrise_train.trainer import check_trl_options, trainer_fixed_trl_args
 
@@ -326,7 +325,7 @@ def _train(config: TrainConfig, ranks: Any, out: Path, resume_from: str | None, 
         f"skillrise-train: algo={config.algo} env={config.env} ({train_split}) model={config.model} "
         f"K={config.K} G={config.G} S={config.S} envs={rollout.pool.num_envs} steps={config.steps} "
         f"lora={config.lora} " + ("overlap=on " if config.overlap else "") +
-        f"device={trainer.accelerator.device} threads={threads} "
+        f"device={trainer.accelerator.device} threads={threads_in_use(config)} "
         f"micro_batch_tokens={trainer.micro_batch_budget}"
         + (f" processes={ranks.world_size} (sequences {rollout.shard} on the main one)" if ranks.several else "")
         + (f" resuming from {resume_from}" if resume_from else ""),
@@ -363,6 +362,17 @@ def _train(config: TrainConfig, ranks: Any, out: Path, resume_from: str | None, 
             f"{out / 'metrics.jsonl'}. What learning across tasks looks like: benchmarks/transfer_experiment.py "
             "(README, 'Transfer').", flush=True)
     return summary
+
+
+def threads_in_use(config: TrainConfig) -> str:
+    """Torch's CPU threads and how they were chosen, for the run's first line."""
+    import torch
+
+    if torch.cuda.is_available():
+        return str(torch.get_num_threads())
+    from skillrise_gym.models import set_torch_threads
+
+    return set_torch_threads(config.threads)  # the same choice again: auto is made once per process
 
 
 def start_processes(config: TrainConfig) -> Any:

@@ -97,6 +97,7 @@ class TRLOptions(JSONObject):
 
 ALGOS = ("skillrise", "grpo", "gigpo", "lamer")
 ADVANTAGE_MODES = ("mean_norm", "mean_std_norm")
+GENERATION_DTYPES = ("bfloat16", "float16", "float32")
 
 
 @dataclass
@@ -162,6 +163,7 @@ class TrainConfig:
     use_vllm: bool = option(False, 'Generate with vLLM (GPU only; colocated with training).')
     vllm_gpu_memory_utilization: float = option(0.3, 'GPU memory share of vLLM in colocate mode.')
     bf16: bool = option(False, 'Train in bfloat16 (GPUs).')
+    generation_dtype: str | None = option(None, "Generate with a copy of the policy in this dtype (bfloat16, float16, float32); its log-probs of the sampled tokens become the old policy's, so the clipped ratio corrects the mismatch (docs/train.md, CPU generation). Unset: the policy generates as it is. Not with --use-vllm.")
     gradient_checkpointing: bool = option(False, 'Recompute activations in the backward pass: bounds update memory by the longest row (docs/train.md).')
     generation_batch: int = option(64, 'Most prompts generated in one call (bounds generation memory).')
     record_turns: bool = option(True, 'Write every turn (prompt, response, credit) to output_dir/turns.jsonl.')
@@ -215,6 +217,13 @@ class TrainConfig:
             raise ValueError(f"step_advantage_weight must be a finite number >= 0, got {self.step_advantage_weight}")
         if self.invalid_penalty < 0:
             raise ValueError("invalid_penalty must be >= 0")
+        if self.generation_dtype is not None:
+            if self.generation_dtype not in GENERATION_DTYPES:
+                raise ValueError(f"generation_dtype must be one of {GENERATION_DTYPES} (or unset), got "
+                                 f"{self.generation_dtype!r}")
+            if self.use_vllm:
+                raise ValueError("generation_dtype is for HF generate; vLLM generates in the dtype it loads the "
+                                 "model in: drop one of --generation-dtype, --use-vllm")
         if self.threads < 0:
             raise ValueError(f"threads must be >= 0 (0: chosen from the cores and the load), got {self.threads}")
         if self.envs < 0:

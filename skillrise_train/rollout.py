@@ -83,6 +83,9 @@ class Completion:
     completion_ids: list[int]
     text: str
     prompt_truncated: bool = False
+    #: each completion token's log-prob under the distribution that drew it, where a reduced-precision copy
+    #: of the policy sampled (`--generation-dtype`); None: the policy itself did
+    sampler_logps: list[float] | None = None
 
 
 #: (prompts, answer prefixes, seeds) -> completions whose text starts with the prefix. A seed per prompt,
@@ -111,6 +114,7 @@ class TurnSample:
     tag: TurnTag
     prompt_ids: list[int]
     completion_ids: list[int]
+    sampler_logps: list[float] | None = None  # Completion.sampler_logps
 
 
 @dataclass
@@ -542,7 +546,8 @@ class RolloutEngine:
             reward=float(reward) * self.success_reward if role == "solve" else 0.0,
             anchor=anchor_key(seen) if role == "solve" else None,
         )
-        result.samples.append(TurnSample(turn, tag, completion.prompt_ids, completion.completion_ids))
+        result.samples.append(TurnSample(turn, tag, completion.prompt_ids, completion.completion_ids,
+                                         completion.sampler_logps))
         result.completion_tokens += len(completion.completion_ids)
         result.prompt_tokens += len(completion.prompt_ids)
         result.truncated_prompts += int(completion.prompt_truncated)

@@ -50,6 +50,31 @@ class SeededSampling(LogitsProcessor):
         return scores + gumbel.to(dtype=scores.dtype)
 
 
+class SamplerLogps(LogitsProcessor):
+    """Records, for each row, the log-probability of every token it draws under the distribution it is
+    drawn from: the scores as they reach this processor (after the sampling warpers: temperature, top-k,
+    top-p; before `SeededSampling`'s noise), in float32. A token is known only at the next call (it is then
+    the last of `input_ids`), so each call stores the current log-softmax and reads the previous one; the
+    last token is read by `finish`. One batch x vocabulary row is held at a time."""
+
+    def __init__(self) -> None:
+        self.previous: torch.Tensor | None = None
+        self.steps: list[torch.Tensor] = []
+
+    def __call__(self, input_ids: torch.LongTensor, scores: torch.FloatTensor) -> torch.FloatTensor:
+        if self.previous is not None:
+            self.steps.append(self.previous.gather(1, input_ids[:, -1:].to(self.previous.device)).squeeze(1))
+        self.previous = torch.log_softmax(scores.float(), dim=-1)
+        return scores
+
+    def finish(self, last_tokens: torch.Tensor) -> torch.Tensor:
+        """The (batch, generated tokens) log-probs, given the tokens of the last generation step."""
+        if self.previous is not None:
+            self.steps.append(self.previous.gather(1, last_tokens.view(-1, 1).to(self.previous.device)).squeeze(1))
+            self.previous = None
+        return torch.stack(self.steps, dim=1) if self.steps else torch.zeros((len(last_tokens), 0))
+
+
 def sampling_warpers(config: Any) -> list[LogitsProcessor]:
     """The processors HF generate's sampling would apply for this GenerationConfig, in HF's order."""
     from transformers.generation.logits_process import (EpsilonLogitsWarper, EtaLogitsWarper, MinPLogitsWarper,

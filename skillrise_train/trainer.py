@@ -22,7 +22,11 @@ Batching, three levels, and nothing else:
 2. Old log-probs. With ``updates_per_rollout > 1`` the later updates of a rollout are made by a policy
    that has already moved, so the rollout's rows carry the sampling policy's log-probs
    (``old_per_token_logps``) and TRL's ratio and clip compare against them. With one update per rollout
-   the old policy is the current one and TRL uses the detached current log-probs.
+   the old policy is the current one and TRL uses the detached current log-probs. With
+   ``generation_dtype`` (e.g. bfloat16 on a CPU) a reduced-precision copy of the policy samples: it is the
+   behaviour policy, so its log-probs of the drawn tokens (recorded while sampling) are the old ones
+   whatever ``updates_per_rollout``, TRL's ratio is policy / sampler (an importance weight for the
+   precision mismatch) and its clip bounds it; TRL's ``clip_ratio/*`` metrics show how often it bites.
 3. Token-budget micro-batches. Within one micro-step, `compute_loss` packs rows (longest first) into
    micro-batches of at most `micro_batch_tokens` tokens, backpropagates all but the last itself and hands
    the last to the Trainer; each is weighted so the sum is TRL's loss on the whole micro-step (TRL scales
@@ -384,6 +388,11 @@ class SkillRiseTrainer(GRPOAdapter):
                 "DeepSpeed steps its optimizer inside every backward pass, and --micro-batch-tokens packs several "
                 "backward passes into one micro-step: use --micro-batch-tokens 0 and --grad-accum to bound memory")
         self.max_prompt_tokens = self._prompt_budget(config)
+        if config.generation_dtype is not None:
+            if self.sharded_generation:
+                raise ConfigurationError("--generation-dtype copies the whole policy for generation; a sharded "
+                                         "model (FSDP, ZeRO-3) has no whole copy on one process: leave it unset")
+            self.generation_dtype = getattr(torch, config.generation_dtype)
         self.last_rollout: RolloutResult | None = None
         self.last_stats: dict[str, float] = {}
         self._step_started = time.perf_counter()
@@ -528,7 +537,7 @@ class SkillRiseTrainer(GRPOAdapter):
         encoded = [self.encode_prompt(p, pre) for p, pre in zip(prompts, prefixes)]
         prompt_ids = [ids for ids, _ in encoded]
         try:
-            completion_ids = self.generate_ids(prompt_ids, seeds)
+            completion_ids, logps = self.generate_ids(prompt_ids, seeds, with_logps=True)
         except RuntimeError as exc:  # torch.multinomial on NaN/inf probabilities: weights finite but too large
             if "inf" in str(exc) and "nan" in str(exc):
                 raise NonFiniteLossError(
@@ -539,8 +548,8 @@ class SkillRiseTrainer(GRPOAdapter):
             raise
         texts = self.processing_class.batch_decode(completion_ids, skip_special_tokens=True)
         return [
-            Completion(list(p), list(c), pre + t, truncated)
-            for (p, truncated), c, t, pre in zip(encoded, completion_ids, texts, prefixes)
+            Completion(list(p), list(c), pre + t, truncated, logps[n] if logps is not None else None)
+            for n, ((p, truncated), c, t, pre) in enumerate(zip(encoded, completion_ids, texts, prefixes))
         ]
 
     # ------------------------------------------------------------------ rollout -> rows
@@ -565,7 +574,8 @@ class SkillRiseTrainer(GRPOAdapter):
             generate.finish()  # join the other ranks' generation calls until every rank's rollout ended
             calls[0] = generate.calls  # placeholders included
         # every process's turns, without their token ids (each process trains on its own rows)
-        light = dataclasses.replace(local, samples=[dataclasses.replace(s, prompt_ids=[], completion_ids=[])
+        light = dataclasses.replace(local, samples=[dataclasses.replace(s, prompt_ids=[], completion_ids=[],
+                                                                        sampler_logps=None)
                                                     for s in local.samples])
         result = merge_results(self.ranks.gather(light), plans)
         tags = [s.tag for s in result.samples]
@@ -610,7 +620,12 @@ class SkillRiseTrainer(GRPOAdapter):
             [local.samples[n].prompt_ids for n in trained], [local.samples[n].completion_ids for n in trained],
             [local_advantages[n] for n in trained],
         )
-        if self.config.updates_per_rollout > 1:  # batching level 2 (module docstring)
+        sampled = [local.samples[n].sampler_logps for n in trained]
+        if trained and all(logps is not None for logps in sampled):
+            # a reduced-precision copy sampled (--generation-dtype): its log-probs are the old policy's, so
+            # TRL's ratio is policy / sampler and its clip bounds the mismatch (module docstring, "Batching")
+            batch["old_per_token_logps"] = self.sampler_log_probs(batch, sampled)
+        elif self.config.updates_per_rollout > 1:  # batching level 2 (module docstring)
             batch["old_per_token_logps"] = self.old_log_probs(batch)
         return batch
 
@@ -621,6 +636,15 @@ class SkillRiseTrainer(GRPOAdapter):
             return self.generate_completions
         return LockstepGeneration(self.generate_completions,
                                   lambda: self.generate_completions([PLACEHOLDER_PROMPT], [""], [0]), self.ranks)
+
+    def sampler_log_probs(self, batch: dict[str, Any], logps: list[list[float]]) -> torch.Tensor:
+        """The sampler's per-token log-probs as a tensor aligned with `batch`'s completion columns (padding
+        rows and positions 0; they are masked)."""
+        old = torch.zeros(batch["completion_ids"].shape, dtype=torch.float32)
+        for row, values in enumerate(logps):
+            if values:
+                old[row, :len(values)] = torch.tensor(values, dtype=torch.float32)
+        return old.to(batch["completion_ids"].device)
 
     @torch.no_grad()
     def old_log_probs(self, batch: dict[str, Any]) -> torch.Tensor:
