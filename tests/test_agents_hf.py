@@ -82,6 +82,19 @@ def test_negative_threads_are_a_usage_error_before_anything_is_written(tiny_dir,
                  "--num-sequences", "1", "--workers", "0", "--no-progress", "--out", str(out)]) == 2
     assert "threads must be >= 0" in capsys.readouterr().err
     assert not out.exists() or not any(out.iterdir())
+    assert main(["--env", "toy", "--agent", "expert", "--dtype", "bfloat16", "--K", "1", "--num-sequences", "1",
+                 "--workers", "0", "--no-progress", "--out", str(out)]) == 2
+    assert "--agent expert takes no --dtype" in capsys.readouterr().err
+
+
+def test_a_bfloat16_hf_agent_answers_and_records_its_dtype(tiny_dir):
+    agent = HFAgent(HFConfig(model=tiny_dir, max_new_tokens=4, threads=1, dtype="bfloat16"))
+    assert next(agent.model.parameters()).dtype.is_floating_point and str(next(agent.model.parameters()).dtype) == "torch.bfloat16"
+    [out] = agent.act([{"prompt": "find the key", "answer_prefix": "<action>"}])
+    assert out.text.startswith("<action>") and agent.describe()["dtype"] == "bfloat16"
+    agent.close()
+    with pytest.raises(ValueError, match="dtype must be"):
+        HFAgent(HFConfig(model=tiny_dir, dtype="int8", threads=1))
 
 
 @pytest.mark.slow

@@ -29,6 +29,7 @@ class HFConfig:
     max_prompt_tokens: int = 4096  # longer prompts lose their middle, as in training (models.encode_chat)
     seed: int = 0  # sampling seed (temperature > 0)
     device: str = "cpu"
+    dtype: str | None = None  # weights' dtype: float32, bfloat16, float16 (None: float32 on CPU, bf16 on CUDA)
     threads: int | None = 0  # torch CPU threads (0: by the cores and the load, models.auto_threads; None: torch's default)
     system_prompt: str | None = None  # a system message before each prompt (None: the chat template's default)
     base_model: str | None = None  # an adapter's base (None: $SKILLRISE_BASE_MODEL, else its adapter config's)
@@ -54,7 +55,9 @@ class HFAgent(Agent):
             if is_adapter_folder(path):
                 summary = describe(path, base_model=config.base_model)
                 self.adapter = {key: summary[key] for key in ("adapter", "base_model", "base_path")}
-            model, tokenizer = load_model_and_tokenizer(path, base_model=config.base_model)
+            if config.dtype is not None and config.dtype not in ("float32", "bfloat16", "float16"):
+                raise ValueError(f"dtype must be float32, bfloat16 or float16, got {config.dtype!r}")
+            model, tokenizer = load_model_and_tokenizer(path, base_model=config.base_model, dtype=config.dtype)
         self.model = model.to(config.device).eval()
         self.tokenizer = tokenizer
         self.tokenizer.padding_side = "left"  # generation continues from the right end of every row
@@ -119,6 +122,7 @@ class HFAgent(Agent):
         return {"name": self.name, "model": c.model, "max_new_tokens": c.max_new_tokens,
                 "temperature": c.temperature, "top_p": c.top_p, "max_prompt_tokens": c.max_prompt_tokens,
                 "seed": c.seed, **({"system_prompt": c.system_prompt} if c.system_prompt is not None else {}),
+                **({"dtype": c.dtype} if c.dtype is not None else {}),
                 **(self.adapter or {})}
 
     def close(self) -> None:
