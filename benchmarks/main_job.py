@@ -1,0 +1,113 @@
+"""The main job's step (`bash scripts/quickstart.sh`: WebShop, SmolLM2-135M-Instruct + LoRA, K=2, G=2, S=1,
+tasks capped at 5 steps), its generation and update timed apart, under CPU settings side by side in one
+process: torch threads 1 (the trainer's old default) or 2, and generation in float32 (the policy itself) or
+in bfloat16 (`--generation-dtype bfloat16`). One trainer plays the same step's rollout under every setting,
+interleaved (each setting once per round, `--rounds` rounds; no optimizer step, so the weights never change):
+float32 draws the same tokens every time, bfloat16 nearly the same, so the work is the same. Medians and
+ratios to float32 / 1 thread; the update is the trainer's `compute_loss` and backward on the rollout's rows.
+
+    python benchmarks/main_job.py                    # about 20 minutes on an idle 2-core machine
+    python benchmarks/main_job.py --model tiny --rounds 1       # a quick look
+
+Prints a table; saves benchmarks/results/main_job.json. Thread counts above the free cores are slower, not
+faster: run it on an idle machine (the load average is saved with the figures).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--model", default="smollm2")
+    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--max-task-steps", type=int, default=5)
+    parser.add_argument("--threads", type=int, nargs="+", default=None, help="thread counts (default: 1 and 2)")
+    parser.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "main_job.json"))
+    args = parser.parse_args(argv)
+    if args.rounds < 1:
+        parser.error("--rounds must be >= 1")
+    for name, value in (("HF_HUB_OFFLINE", "1"), ("TRANSFORMERS_OFFLINE", "1"), ("TOKENIZERS_PARALLELISM", "false")):
+        os.environ.setdefault(name, value)
+
+    import torch
+
+    from skillrise_train.config import TrainConfig
+    from skillrise_train.trainer import SkillRiseTrainer
+
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    thread_counts = args.threads or sorted({1, min(2, cores)})
+    settings = [(dtype, threads) for dtype in ("float32", "bfloat16") for threads in thread_counts]
+    load_start = os.getloadavg()
+    with tempfile.TemporaryDirectory() as scratch:
+        config = TrainConfig(env="webshop", model=args.model, max_task_steps=args.max_task_steps, steps=1,
+                             output_dir=str(Path(scratch) / "run"), record_turns=False, threads=1)
+        trainer = SkillRiseTrainer.from_config(config)
+        trainer.current_gradient_accumulation_steps = 1  # Trainer.train's loop sets it; one micro-step here
+        trainer.model.train()
+        runs: dict[str, list[dict]] = {f"{d}/{t}": [] for d, t in settings}
+        try:
+            for round_ in range(args.rounds):
+                for dtype, threads in settings:
+                    torch.set_num_threads(threads)
+                    trainer.generation_dtype = None if dtype == "float32" else getattr(torch, dtype)
+                    started = time.perf_counter()
+                    batch = trainer.rollout_batch()
+                    rolled = time.perf_counter()
+                    trainer.model.zero_grad(set_to_none=True)
+                    trainer.compute_loss(trainer.model, batch).backward()
+                    done = time.perf_counter()
+                    result = trainer.last_rollout
+                    row = {"generation_seconds": round(result.generation_seconds, 2),
+                           "env_seconds": round(result.env_seconds, 2),
+                           "rollout_seconds": round(rolled - started, 2), "update_seconds": round(done - rolled, 2),
+                           "step_seconds": round(done - started, 2), "prompt_tokens": result.prompt_tokens,
+                           "completion_tokens": result.completion_tokens,
+                           "calls": int(trainer.last_stats.get("generation/calls_per_process_max", 0))}
+                    runs[f"{dtype}/{threads}"].append(row)
+                    print(f"round {round_ + 1} {dtype:8s} threads {threads}: " + json.dumps(row), flush=True)
+        finally:
+            trainer.rollout.close()
+    base = None
+    rows = []
+    for dtype, threads in settings:
+        samples = runs[f"{dtype}/{threads}"]
+        median = {k: statistics.median(s[k] for s in samples) for k in samples[0]}
+        base = base or median
+        rows.append({"generation_dtype": dtype, "threads": threads, **median,
+                     "generation_speedup": round(base["generation_seconds"] / median["generation_seconds"], 2),
+                     "update_speedup": round(base["update_seconds"] / median["update_seconds"], 2),
+                     "step_speedup": round(base["step_seconds"] / median["step_seconds"], 2),
+                     "all": samples})
+    print(f"\n{'generation':>10s} {'threads':>7s} {'gen s':>7s} {'update s':>8s} {'step s':>7s} "
+          f"{'gen x':>6s} {'update x':>8s} {'step x':>6s} {'tokens':>8s}")
+    for r in rows:
+        print(f"{r['generation_dtype']:>10s} {r['threads']:>7d} {r['generation_seconds']:7.1f} "
+              f"{r['update_seconds']:8.1f} {r['step_seconds']:7.1f} {r['generation_speedup']:6.2f} "
+              f"{r['update_speedup']:8.2f} {r['step_speedup']:6.2f} "
+              f"{r['prompt_tokens']:.0f}+{r['completion_tokens']:.0f}")
+    report = {"benchmark": "main_job", "command": "python benchmarks/main_job.py " + " ".join(argv or sys.argv[1:]),
+              "model": args.model, "rounds": args.rounds, "max_task_steps": args.max_task_steps, "cores": cores,
+              "load_average_start": [round(x, 2) for x in load_start],
+              "load_average_end": [round(x, 2) for x in os.getloadavg()], "torch": torch.__version__,
+              "baseline": "float32 generation, 1 thread (the trainer's defaults before --threads 0)", "rows": rows}
+    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+    Path(args.out).write_text(json.dumps(report, indent=1) + "\n")
+    print(f"saved {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
