@@ -5,6 +5,8 @@ in bfloat16 (`--generation-dtype bfloat16`). One trainer plays the same step's r
 interleaved (each setting once per round, `--rounds` rounds; no optimizer step, so the weights never change):
 float32 draws the same tokens every time, bfloat16 nearly the same, so the work is the same. Medians and
 ratios to float32 / 1 thread; the update is the trainer's `compute_loss` and backward on the rollout's rows.
+For bfloat16 also the tolerance that matters to training: |log-prob| gap between the sampler and the
+policy on the sampled tokens (mean, max) and the share of tokens whose ratio is outside the clip (0.8-1.2).
 
     python benchmarks/main_job.py                    # about 20 minutes on an idle 2-core machine
     python benchmarks/main_job.py --model tiny --rounds 1       # a quick look
@@ -76,6 +78,13 @@ def main(argv: list[str] | None = None) -> int:
                            "step_seconds": round(done - started, 2), "prompt_tokens": result.prompt_tokens,
                            "completion_tokens": result.completion_tokens,
                            "calls": int(trainer.last_stats.get("generation/calls_per_process_max", 0))}
+                    if "old_per_token_logps" in batch:  # outside the timing: how far the sampler is from the policy
+                        with torch.no_grad():
+                            mask = batch["completion_mask"].bool()
+                            gap = (trainer.old_log_probs(batch) - batch["old_per_token_logps"])[mask]
+                        row.update(logp_gap_mean=round(float(gap.abs().mean()), 4),
+                                   logp_gap_max=round(float(gap.abs().max()), 3),
+                                   ratio_outside_clip=round(float(((gap.exp() - 1).abs() > 0.2).float().mean()), 4))
                     runs[f"{dtype}/{threads}"].append(row)
                     print(f"round {round_ + 1} {dtype:8s} threads {threads}: " + json.dumps(row), flush=True)
         finally:
@@ -84,7 +93,7 @@ def main(argv: list[str] | None = None) -> int:
     rows = []
     for dtype, threads in settings:
         samples = runs[f"{dtype}/{threads}"]
-        median = {k: statistics.median(s[k] for s in samples) for k in samples[0]}
+        median = {k: statistics.median(s[k] for s in samples) for k in samples[0]}  # gaps: their median too
         base = base or median
         rows.append({"generation_dtype": dtype, "threads": threads, **median,
                      "generation_speedup": round(base["generation_seconds"] / median["generation_seconds"], 2),
