@@ -225,6 +225,7 @@ def main(argv: list[str] | None = None) -> int:
         "stock_hash2_step / ours_fast_step": round(stock / fast, 2),
         "stock_default_step / ours_fast_step": round(results["stock/default-jvm"]["step_ms"] / fast, 2),
         "stock_hash2_step / ours_fast+admissible_step": round(stock / results["ours/fast+admissible"]["step_ms"], 2),
+        "stock_hash2_step / ours_fast+help_step": round(stock / results["ours/fast+help"]["step_ms"], 2),
         "ours_fast_defaulthash_step / ours_fast_step": round(results["ours/fast-defaulthash"]["step_ms"] / fast, 2),
         "stock_hash2_reset / ours_reset": round(results["stock/hash2"]["reset_ms"] / results["ours/fast"]["reset_ms"], 2),
         "fresh_jvm / reused_jvm per sequence": round(

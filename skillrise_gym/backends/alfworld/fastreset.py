@@ -158,8 +158,8 @@ def engine_caches(cache: TranslationCache | None, memo_parses: bool = True) -> I
     from textworld.envs.pddl import textgen
 
     saved = (fast_downward.pddl2sas, pddl_logic._parse_and_convert, textgen._parse_and_convert,
-             tw_logic._parse_and_convert, textgen.EvalSymbol.derive)
-    original_pddl2sas, original_grammar_parse, original_symbols_parse, original_logic_parse, _derive = saved
+             tw_logic._parse_and_convert, textgen.EvalSymbol.derive, textgen.copy_context, pddl_logic.PddlState)
+    original_pddl2sas, original_grammar_parse, original_symbols_parse, original_logic_parse, _derive = saved[:5]
     textgen.EvalSymbol.derive = _derive_with_explicit_names  # Python 3.13 (see its docstring)
 
     if cache is not None:
@@ -171,12 +171,19 @@ def engine_caches(cache: TranslationCache | None, memo_parses: bool = True) -> I
             finally:
                 sys.argv = argv
 
-        def pddl2sas(domain: str, problem: str, verbose: bool = False, optimize: bool = False):
-            if verbose:
-                return translate(domain, problem, verbose, optimize)
+        def cached_translation(domain: str, problem: str, optimize: bool):
             return cache.get_or_compute(
                 "pddl2sas", (domain, problem, bool(optimize)), lambda: translate(domain, problem, False, optimize)
             )
+
+        def pddl2sas(domain: str, problem: str, verbose: bool = False, optimize: bool = False):
+            if verbose:
+                return translate(domain, problem, verbose, optimize)
+            if optimize:
+                # Only `PddlState.__init__` asks for this (the replanning task), and within this block that is
+                # `_LazyReplanState`, which translates it when it first replans (see its docstring).
+                return None, _DeferredSAS(lambda: cached_translation(domain, problem, True)[1])
+            return cached_translation(domain, problem, False)
 
         def parse_and_convert(*args: Any, **kwargs: Any):
             if len(args) == 1 and isinstance(args[0], str) and kwargs == {"rule_name": "pddlStart"}:
@@ -187,6 +194,7 @@ def engine_caches(cache: TranslationCache | None, memo_parses: bool = True) -> I
 
         fast_downward.pddl2sas = pddl2sas
         pddl_logic._parse_and_convert = parse_and_convert
+        pddl_logic.PddlState = _lazy_replan_state_class(saved[6])
     if memo_parses:
         memo = _STEP_MEMOS.get("symbols")
         if memo is None or memo.func is not original_symbols_parse:
@@ -196,11 +204,63 @@ def engine_caches(cache: TranslationCache | None, memo_parses: bool = True) -> I
         if query_memo is None or query_memo.func is not original_logic_parse:
             query_memo = _STEP_MEMOS["queries"] = _ParseMemo(original_logic_parse, rules=frozenset({"conjunctiveQuery"}))
         tw_logic._parse_and_convert = query_memo
+        textgen.copy_context = _copy_context_sharing_values
     try:
         yield
     finally:
         (fast_downward.pddl2sas, pddl_logic._parse_and_convert, textgen._parse_and_convert,
-         tw_logic._parse_and_convert, textgen.EvalSymbol.derive) = saved
+         tw_logic._parse_and_convert, textgen.EvalSymbol.derive, textgen.copy_context, pddl_logic.PddlState) = saved
+
+
+def _copy_context_sharing_values(context: dict) -> dict:
+    """textworld's `textgen.copy_context` without its two deep copies (~75% of a step's time).
+
+    The grammar derivation copies its context at every symbol and query; the copy's `variables` and `mapping`
+    dicts must be new (the derivation adds entries to them) but their values (`EntityInfo`s, logic `Variable`s
+    and `Placeholder`s) are only ever read: by `{o.name}`-style eval symbols and by the logic's matching.
+    textworld itself shares the very same `EntityInfo`s through `entity_infos` and the variables that
+    `query` binds, so sharing them here derives the same text (the parity tests compare every observation
+    and admissible command with the stock engine's)."""
+    return {
+        "state": context["state"],
+        "facts": context["facts"],
+        "variables": dict(context["variables"]),
+        "mapping": dict(context["mapping"]),
+        "entity_infos": context["entity_infos"],
+    }
+
+
+class _DeferredSAS(str):
+    """The replanning SAS task, translated on first use. It reads as "" until then: `PddlState.__init__`
+    hands it to fast-downward's `load_sas_replan`, which only stores the text for `replan`."""
+
+    def __new__(cls, compute: Callable[[], str]) -> "_DeferredSAS":
+        value = super().__new__(cls, "")
+        value.compute = compute
+        return value
+
+
+_LAZY_STATE_CLASSES: dict[type, type] = {}
+
+
+def _lazy_replan_state_class(base: type) -> type:
+    """`PddlState` whose replanning task (the second, optimised PDDL-to-SAS translation each state makes,
+    about 45% of a cold reset) is translated only when the state first replans. fast-downward's
+    `load_sas_replan` just stores the text (`sas_replan = string(input)`) for `replan`; nothing else reads
+    it, and our engine never replans (no `policy_commands`, walkthroughs come from the game files)."""
+    cls = _LAZY_STATE_CLASSES.get(base)
+    if cls is None:
+
+        class _LazyReplanState(base):  # type: ignore[misc, valid-type]
+            def replan(self, infos):
+                if isinstance(self.sas_replan, _DeferredSAS):
+                    self.sas_replan = self.sas_replan.compute()
+                # Load this state's own task (another state may have stored its own text since).
+                self.downward_lib.load_sas_replan(self.sas_replan.encode("utf-8"))
+                return super().replan(infos)
+
+        cls = _LAZY_STATE_CLASSES[base] = _LazyReplanState
+    return cls
 
 
 def _derive_with_explicit_names(self: Any, context: Any = None) -> list:

@@ -69,6 +69,8 @@ class ScienceWorldEngine:
         self.agent: Any = None
         #: how many JVMs this engine has started (the first, plus restarts after crashes)
         self.starts = 0
+        #: the loaded world's action templates (fixed for a world: see `action_templates`), once asked for
+        self._templates: list[str] | None = None
 
     # ------------------------------------------------------------------ JVM
     def _new_jvm(self) -> ScienceWorldJVM:
@@ -152,6 +154,7 @@ class ScienceWorldEngine:
 
         jvm = self.running()
         self.agent = None
+        self._templates = None
         try:
             error = jvm.call("load", jvm.server.load, name, variation, simplifications, False)
         except Py4JJavaError as exc:
@@ -174,6 +177,7 @@ class ScienceWorldEngine:
         fields up to date), except for the few inputs the wrapper answers itself. Observations, scores and
         the RNG stream are the same as through the wrapper (tests compare with the stock step).
         """
+        from py4j.java_gateway import get_method
         from py4j.protocol import Py4JJavaError
 
         jvm = self.live()
@@ -189,9 +193,11 @@ class ScienceWorldEngine:
                 completed = bool(jvm.call("completed", server.getCompleted))
             else:
                 result = jvm.call("step", self.agent.step, action)
-                observation = jvm.call("step", result._1) or EMPTY_OBSERVATION
-                raw_score = float(jvm.call("score", result._2))
-                completed = bool(jvm.call("completed", result._3))
+                # get_method: plain `result._1` would first ask the JVM whether the (new, per-step) tuple
+                # has a public field of that name (py4j's auto_field), one more round trip per element.
+                observation = jvm.call("step", get_method(result, "_1")) or EMPTY_OBSERVATION
+                raw_score = float(jvm.call("score", get_method(result, "_2")))
+                completed = bool(jvm.call("completed", get_method(result, "_3")))
                 jvm.call("score", getattr(server, "score_$eq"), raw_score)
                 jvm.call("completed", getattr(server, "isComplete_$eq"), completed)
             moves = int(jvm.call("moves", server.getNumMoves))
@@ -222,15 +228,25 @@ class ScienceWorldEngine:
         )
 
     def action_templates(self) -> tuple[list[str], list[str]]:
-        """(action templates such as "open OBJ", objects visible now): two cheap calls."""
+        """(action templates such as "open OBJ", objects visible now).
+
+        The templates are the loaded world's action handler's examples (`AgentInterface.getPossibleActions`:
+        the handler is built once per load, after the simplifications, and never changes), so they are
+        fetched once per world; the objects are fetched every time."""
         jvm = self.live()
+        world = self.agent
 
         def fetch() -> tuple[list[str], list[str]]:
-            templates = jvm.call("action templates", lambda: jvm.strings(jvm.server.getPossibleActions()))
+            templates = self._templates
+            if templates is None:
+                templates = jvm.call("action templates", lambda: jvm.strings(jvm.server.getPossibleActions()))
             objects = jvm.call("objects", lambda: jvm.strings(jvm.server.getPossibleObjects()))
             return templates, objects
 
-        return self.without_rng_side_effects(fetch)
+        templates, objects = self.without_rng_side_effects(fetch)
+        if world is not None and world is self.agent:
+            self._templates = templates
+        return list(templates), objects
 
 
 def _parse_int_list(text: str) -> list[int]:

@@ -273,7 +273,11 @@ class ScienceWorldJVM:
             self._rng = jvm.java.lang.Class.forName("scala.util.Random$").getField("MODULE$").get(None).self()
             self._seed_field = jvm.java.lang.Class.forName("java.util.Random").getDeclaredField("seed")
             self._seed_field.setAccessible(True)
-            self._no_strings = self.gateway.new_array(jvm.java.lang.String, 0)
+            # The transfer file's Path and the Files.write method are looked up once: py4j resolves each
+            # package level of `jvm.java.nio.file.Files.write` with its own round trip (eight per transfer).
+            no_strings = self.gateway.new_array(jvm.java.lang.String, 0)
+            self._transfer_path = jvm.java.nio.file.Paths.get(self._scratch, no_strings)
+            self._files_write = jvm.java.nio.file.Files.write
             self._no_open_options = self.gateway.new_array(jvm.java.nio.file.OpenOption, 0)
             self._utf8 = jvm.java.nio.charset.StandardCharsets.UTF_8
         except Exception as exc:
@@ -343,8 +347,7 @@ class ScienceWorldJVM:
     def strings(self, java_list: Any) -> list[str]:
         """A Java List<String> as a Python list in one transfer (a file in /dev/shm; py4j would fetch
         each element with its own round trip)."""
-        path = self.gateway.jvm.java.nio.file.Paths.get(self._scratch, self._no_strings)
-        self.gateway.jvm.java.nio.file.Files.write(path, java_list, self._utf8, self._no_open_options)
+        self._files_write(self._transfer_path, java_list, self._utf8, self._no_open_options)
         with open(self._scratch, encoding="utf-8") as handle:
             text = handle.read()
         return text.split("\n")[:-1] if text else []
