@@ -162,7 +162,7 @@ class TrainConfig:
     threads: int = option(0, "Torch CPU threads (CPU runs); 0: the cores that other work leaves free by the 1-minute load average, shared among this machine's training processes (skillrise_gym.models.auto_threads).")
     use_vllm: bool = option(False, 'Generate with vLLM (GPU only; colocated with training).')
     vllm_gpu_memory_utilization: float = option(0.3, 'GPU memory share of vLLM in colocate mode.')
-    bf16: bool = option(False, 'Train in bfloat16 (GPUs).')
+    bf16: bool = option(False, 'Autocast the update to bfloat16, on GPUs and CPUs (a CPU with bf16 units runs it about 1.7x faster; docs/train.md, CPU generation).')
     generation_dtype: str | None = option(None, "Generate with a copy of the policy in this dtype (bfloat16, float16, float32); its log-probs of the sampled tokens become the old policy's, so the clipped ratio corrects the mismatch (docs/train.md, CPU generation). Unset: the policy generates as it is. Not with --use-vllm.")
     gradient_checkpointing: bool = option(False, 'Recompute activations in the backward pass: bounds update memory by the longest row (docs/train.md).')
     generation_batch: int = option(64, 'Most prompts generated in one call (bounds generation memory).')

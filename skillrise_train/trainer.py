@@ -193,7 +193,6 @@ def make_grpo_config(config: TrainConfig, **overrides: Any) -> GRPOConfig:
     mapped = {trl: getattr(config, name) for name, trl in TRL_FIELDS.items()}
     use_cpu = not torch.cuda.is_available()
     mapped["delta"] = mapped["delta"] if mapped["delta"] > 0 else None  # dual_clip 0 disables the bound
-    mapped["bf16"] = mapped["bf16"] and not use_cpu
     fixed = trainer_fixed_trl_args(config, use_cpu)
     check_trl_options(config.trl_options, set(fixed))
     options = dict(config.trl_options)

@@ -104,3 +104,17 @@ def test_the_flag_trains_and_bad_values_are_refused(tmp_path, capsys):
     assert "generation_dtype must be one of" in capsys.readouterr().err
     with pytest.raises(ValueError, match="vLLM generates in the dtype"):
         TrainConfig(generation_dtype="bfloat16", use_vllm=True)
+
+
+def test_bf16_autocasts_the_update_on_a_cpu_too(tmp_path):
+    """--bf16 was silently dropped on a CPU; it is honoured (accelerate's CPU autocast), as on a GPU."""
+    config = TrainConfig(env="toy", model="tiny", lora=False, K=2, G=2, S=1, output_dir=str(tmp_path / "run"),
+                         steps=1, bf16=True, threads=1)
+    trainer = SkillRiseTrainer.from_config(config)
+    try:
+        assert trainer.args.bf16 and trainer.accelerator.mixed_precision == "bf16"
+        with trainer.accelerator.autocast():
+            assert torch.nn.Linear(4, 4)(torch.ones(1, 4)).dtype == torch.bfloat16
+        assert next(trainer.model.parameters()).dtype == torch.float32  # the weights stay float32
+    finally:
+        trainer.rollout.close()

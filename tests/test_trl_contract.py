@@ -145,10 +145,7 @@ def test_every_trl_facing_field_names_a_grpo_config_field_and_reaches_it():
                          loss_type="grpo", max_new_tokens=17, grad_accum=2, temperature=0.7, weight_decay=0.05)
     args = make_grpo_config(config)
     for ours, theirs in mapping.items():
-        if theirs == "bf16" and not torch.cuda.is_available():
-            assert getattr(args, theirs) is False  # the GPU-only switch is off on a CPU
-        else:
-            assert getattr(args, theirs) == getattr(config, ours), (ours, theirs)
+        assert getattr(args, theirs) == getattr(config, ours), (ours, theirs)
     assert make_grpo_config(TrainConfig(env="toy", output_dir="unused", dual_clip=0)).delta is None  # 0 disables
     assert not set(mapping.values()) & set(trainer_fixed_trl_args(config, use_cpu=True))
 
