@@ -1,7 +1,7 @@
 """The main job's step (`bash scripts/quickstart.sh`: WebShop, SmolLM2-135M-Instruct + LoRA, K=2, G=2, S=1,
 tasks capped at 5 steps), its generation and update timed apart, under CPU settings side by side in one
-process: torch threads 1 (the trainer's old default) or 2, and generation in float32 (the policy itself) or
-in bfloat16 (`--generation-dtype bfloat16`). One trainer plays the same step's rollout under every setting,
+process: torch threads 1 (the trainer's old default) or 2; generation in float32 (the policy itself) or in
+bfloat16 (`--generation-dtype bfloat16`); the update in float32 or autocast to bfloat16 (`--bf16`). One trainer plays the same step's rollout under every setting,
 interleaved (each setting once per round, `--rounds` rounds; no optimizer step, so the weights never change):
 float32 draws the same tokens every time, bfloat16 nearly the same, so the work is the same. Medians and
 ratios to float32 / 1 thread; the update is the trainer's `compute_loss` and backward on the rollout's rows.
@@ -51,7 +51,9 @@ def main(argv: list[str] | None = None) -> int:
 
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
     thread_counts = args.threads or sorted({1, min(2, cores)})
-    settings = [(dtype, threads) for dtype in ("float32", "bfloat16") for threads in thread_counts]
+    # (generation dtype, update dtype, threads): today's defaults first, the ratios' baseline
+    settings = [(gen, upd, threads) for gen, upd in (("float32", "float32"), ("bfloat16", "float32"),
+                                                     ("bfloat16", "bfloat16")) for threads in thread_counts]
     load_start = os.getloadavg()
     with tempfile.TemporaryDirectory() as scratch:
         config = TrainConfig(env="webshop", model=args.model, max_task_steps=args.max_task_steps, steps=1,
@@ -59,17 +61,21 @@ def main(argv: list[str] | None = None) -> int:
         trainer = SkillRiseTrainer.from_config(config)
         trainer.current_gradient_accumulation_steps = 1  # Trainer.train's loop sets it; one micro-step here
         trainer.model.train()
-        runs: dict[str, list[dict]] = {f"{d}/{t}": [] for d, t in settings}
+        runs: dict[str, list[dict]] = {f"{g}/{u}/{t}": [] for g, u, t in settings}
         try:
             for round_ in range(args.rounds):
-                for dtype, threads in settings:
+                for dtype, update, threads in settings:
                     torch.set_num_threads(threads)
                     trainer.generation_dtype = None if dtype == "float32" else getattr(torch, dtype)
+                    # what --bf16 does on a CPU: accelerate's autocast is torch's CPU autocast to bfloat16
+                    autocast = torch.autocast("cpu", dtype=torch.bfloat16, enabled=update == "bfloat16")
                     started = time.perf_counter()
                     batch = trainer.rollout_batch()
                     rolled = time.perf_counter()
                     trainer.model.zero_grad(set_to_none=True)
-                    trainer.compute_loss(trainer.model, batch).backward()
+                    with autocast:
+                        loss = trainer.compute_loss(trainer.model, batch)
+                    loss.backward()
                     done = time.perf_counter()
                     result = trainer.last_rollout
                     row = {"generation_seconds": round(result.generation_seconds, 2),
@@ -85,25 +91,26 @@ def main(argv: list[str] | None = None) -> int:
                         row.update(logp_gap_mean=round(float(gap.abs().mean()), 4),
                                    logp_gap_max=round(float(gap.abs().max()), 3),
                                    ratio_outside_clip=round(float(((gap.exp() - 1).abs() > 0.2).float().mean()), 4))
-                    runs[f"{dtype}/{threads}"].append(row)
-                    print(f"round {round_ + 1} {dtype:8s} threads {threads}: " + json.dumps(row), flush=True)
+                    runs[f"{dtype}/{update}/{threads}"].append(row)
+                    print(f"round {round_ + 1} generation {dtype} update {update} threads {threads}: "
+                          + json.dumps(row), flush=True)
         finally:
             trainer.rollout.close()
     base = None
     rows = []
-    for dtype, threads in settings:
-        samples = runs[f"{dtype}/{threads}"]
+    for dtype, update, threads in settings:
+        samples = runs[f"{dtype}/{update}/{threads}"]
         median = {k: statistics.median(s[k] for s in samples) for k in samples[0]}  # gaps: their median too
         base = base or median
-        rows.append({"generation_dtype": dtype, "threads": threads, **median,
+        rows.append({"generation_dtype": dtype, "update_dtype": update, "threads": threads, **median,
                      "generation_speedup": round(base["generation_seconds"] / median["generation_seconds"], 2),
                      "update_speedup": round(base["update_seconds"] / median["update_seconds"], 2),
                      "step_speedup": round(base["step_seconds"] / median["step_seconds"], 2),
                      "all": samples})
-    print(f"\n{'generation':>10s} {'threads':>7s} {'gen s':>7s} {'update s':>8s} {'step s':>7s} "
+    print(f"\n{'generation':>10s} {'update':>8s} {'threads':>7s} {'gen s':>7s} {'update s':>8s} {'step s':>7s} "
           f"{'gen x':>6s} {'update x':>8s} {'step x':>6s} {'tokens':>8s}")
     for r in rows:
-        print(f"{r['generation_dtype']:>10s} {r['threads']:>7d} {r['generation_seconds']:7.1f} "
+        print(f"{r['generation_dtype']:>10s} {r['update_dtype']:>8s} {r['threads']:>7d} {r['generation_seconds']:7.1f} "
               f"{r['update_seconds']:8.1f} {r['step_seconds']:7.1f} {r['generation_speedup']:6.2f} "
               f"{r['update_speedup']:8.2f} {r['step_speedup']:6.2f} "
               f"{r['prompt_tokens']:.0f}+{r['completion_tokens']:.0f}")
@@ -111,7 +118,7 @@ def main(argv: list[str] | None = None) -> int:
               "model": args.model, "rounds": args.rounds, "max_task_steps": args.max_task_steps, "cores": cores,
               "load_average_start": [round(x, 2) for x in load_start],
               "load_average_end": [round(x, 2) for x in os.getloadavg()], "torch": torch.__version__,
-              "baseline": "float32 generation, 1 thread (the trainer's defaults before --threads 0)", "rows": rows}
+              "baseline": "float32 generation and update, 1 thread (the trainer's defaults before --threads 0)", "rows": rows}
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(report, indent=1) + "\n")
     print(f"saved {args.out}")
