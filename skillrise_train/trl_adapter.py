@@ -58,6 +58,12 @@ def sampler_copy(model: Any, dtype: torch.dtype) -> Any:
     (README, CPU generation); the update still scores in the policy's own dtype, with the copy's
     log-probs as the old policy's (the trainer's "Batching")."""
     copy_ = copy.deepcopy(model)
+    for module in copy_.modules():
+        # accelerate wraps a prepared model's forward in an instance attribute (autocast, outputs to float32)
+        # whose closure holds the ORIGINAL model's forward: a deep copy keeps calling the float32 policy.
+        # The copy generates with its class's own forward.
+        module.__dict__.pop("forward", None)
+        module.__dict__.pop("_original_forward", None)
     for parameter in copy_.parameters():
         parameter.requires_grad_(False)
     return copy_.to(dtype).eval()
