@@ -49,13 +49,14 @@ COMPLETION_ALIGNED = ("old_per_token_logps", "sampling_per_token_logps", "import
 #: loss aggregations whose value is already normalised by the whole batch's token count
 BATCH_TOKEN_NORMALISED = ("dapo", "cispo", "vespo")
 
-__all__ = ["BATCH_KEYS", "GRPOAdapter", "sampler_copy", "GRPOConfig", "TRL_VERSIONS", "check_trl_version", "pad", "trim_padding"]
+__all__ = ["BATCH_KEYS", "GRPOAdapter", "GRPOConfig", "TRL_VERSIONS", "check_trl_version", "pad", "sampler_copy",
+           "trim_padding"]
 
 
 def sampler_copy(model: Any, dtype: torch.dtype) -> Any:
     """A frozen copy of `model` (its LoRA adapters merged, as inside `generation_weights`) in `dtype`, for
-    generation only: on CPUs with bfloat16 matrix units it decodes SmolLM2 1.4-1.8x faster than float32
-    (README, CPU generation); the update still scores in the policy's own dtype, with the copy's
+    generation only: on CPUs with bfloat16 matrix units the main job's generation runs 1.4-1.6x faster than
+    in float32 (docs/train.md, "CPU generation and update"); the update still scores in the policy's own dtype, with the copy's
     log-probs as the old policy's (the trainer's "Batching")."""
     copy_ = copy.deepcopy(model)
     for module in copy_.modules():
