@@ -523,6 +523,10 @@ def _has_tokenizer(path: str | os.PathLike) -> bool:
     return (folder / "tokenizer_config.json").is_file() or (folder / "tokenizer.json").is_file()
 
 
+#: the weight dtypes a model may be loaded or copied in by name (hf agent --dtype, trainer --generation-dtype)
+DTYPES = ("float32", "bfloat16", "float16")
+
+
 def auto_threads(processes: int | None = None) -> tuple[int, str]:
     """Torch CPU threads for one of `processes` model processes on this machine (default: the launcher's
     ``LOCAL_WORLD_SIZE``, else 1), and why: the cores this process may run on, less those other work keeps

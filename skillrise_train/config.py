@@ -14,6 +14,7 @@ from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
 from skillrise_gym.prompts import STYLES
+from skillrise_gym.models import DTYPES
 
 #: overlapped rollouts: the longest a trial waits for others to join its generation call (seconds)
 OVERLAP_WAIT = 1.0
@@ -97,7 +98,7 @@ class TRLOptions(JSONObject):
 
 ALGOS = ("skillrise", "grpo", "gigpo", "lamer")
 ADVANTAGE_MODES = ("mean_norm", "mean_std_norm")
-GENERATION_DTYPES = ("bfloat16", "float16", "float32")
+GENERATION_DTYPES = DTYPES  # skillrise_gym.models: the dtypes a model is loaded or copied in
 
 
 @dataclass

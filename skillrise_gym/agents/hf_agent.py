@@ -55,7 +55,9 @@ class HFAgent(Agent):
             if is_adapter_folder(path):
                 summary = describe(path, base_model=config.base_model)
                 self.adapter = {key: summary[key] for key in ("adapter", "base_model", "base_path")}
-            if config.dtype is not None and config.dtype not in ("float32", "bfloat16", "float16"):
+            from skillrise_gym.models import DTYPES
+
+            if config.dtype is not None and config.dtype not in DTYPES:
                 raise ValueError(f"dtype must be float32, bfloat16 or float16, got {config.dtype!r}")
             model, tokenizer = load_model_and_tokenizer(path, base_model=config.base_model, dtype=config.dtype)
         self.model = model.to(config.device).eval()

@@ -27,6 +27,7 @@ from typing import Any, Sequence
 from skillrise_gym.agents.base import Agent
 from skillrise_gym.backends.base import ConfigurationError, DataNotFoundError, MissingDependencyError, SkillRiseError
 from skillrise_gym.bench.runner import ENVS, BenchConfig, run_bench
+from skillrise_gym.models import DTYPES
 from skillrise_gym.bench.store import OutputError, RunDirError
 
 EXIT_OK, EXIT_USAGE, EXIT_AGENT, EXIT_ENV, EXIT_OUTPUT, EXIT_INTERRUPTED = 0, 2, 3, 4, 5, 130
@@ -114,7 +115,7 @@ def build_parser() -> argparse.ArgumentParser:
     llm.add_argument("--batch-size", type=int, default=8, help="hf: prompts generated together")
     llm.add_argument("--max-prompt-tokens", type=int, default=4096, help="hf: longer prompts keep their end")
     llm.add_argument("--device", default="cpu", help="hf: torch device")
-    llm.add_argument("--dtype", default=None, choices=("float32", "bfloat16", "float16"),
+    llm.add_argument("--dtype", default=None, choices=DTYPES,
                      help="hf: the weights' dtype (default: float32 on a CPU, bfloat16 on a GPU that has it); "
                           "bfloat16 decodes SmolLM2 1.4-1.8x faster on CPUs with bf16 units, greedy outputs "
                           "drift from float32's (README, CPU generation)")
