@@ -85,6 +85,8 @@ class Preset:
     warmstart_sequences: int = 1000
     warmstart_documents: str = "one"  # "several" for documents of several rules (R >= 2)
     warmstart_reading: int = 2  # reading examples per warm-start sequence
+    warmstart_lr: float = 3e-3
+    warmstart_batch: int = 32
     max_new_tokens: int = 24
     rules: int = 1
     bins: int = 3
@@ -94,8 +96,10 @@ class Preset:
     eval_K: list[int] = field(default_factory=lambda: [1, 2, 4, 6])
     eval_sequences: int = 100
     eval_temperature: float = 0.0
+    eval_carry: list[str] = field(default_factory=lambda: list(CARRY))  # carry modes evaluated per policy
     seed: int = 0
     threads: int = 1
+    dtype: str = "float32"  # bfloat16: RL generates with a bf16 copy and autocasts its update; evaluation in bf16
 
 
 CPU = Preset()
@@ -126,7 +130,9 @@ def train_arm(arm: str, start: str, p: Preset, work: Path, log) -> dict[str, Any
             env="rulebook", model=start, lora=p.lora, K=p.K, G=p.G, S=p.S, steps=p.steps, lr=p.lr,
             max_task_steps=1, max_new_tokens=p.max_new_tokens, warmstart_steps=0,
             invalid_penalty=0.5, entropy_coef=0.0, save_interval=max(1, p.steps), output_dir=str(out), seed=p.seed,
-            threads=p.threads, backend_options=backend_options(p), record_turns=True, **ARMS[arm],
+            threads=p.threads, backend_options=backend_options(p), record_turns=True,
+            **({"generation_dtype": p.dtype, "bf16": p.dtype == "bfloat16"} if p.dtype != "float32" else {}),
+            **ARMS[arm],
         )
         log(f"[{arm}] training: {config.algo}, curate credit {config.curate_credit}, {p.steps} steps")
         started = time.perf_counter()
@@ -155,10 +161,12 @@ def untrained(p: Preset, work: Path, log, algo: str = "skillrise") -> str:
     if is_model_folder(out):
         return str(out)
     log(f"[{out.name}] format warm start: {p.warmstart_steps} steps on {p.warmstart_sequences} sequences' examples")
-    config = TrainConfig(env="rulebook", algo=algo, model=p.model, lora=False, K=p.K, max_task_steps=1,
+    # a pretrained model (--lora) warm-starts an adapter, which the arms load merged and train a new one on
+    config = TrainConfig(env="rulebook", algo=algo, model=p.model, lora=p.lora, K=p.K, max_task_steps=1,
                          max_new_tokens=p.max_new_tokens, warmstart_steps=p.warmstart_steps,
                          warmstart_sequences=p.warmstart_sequences, warmstart_documents=p.warmstart_documents,
-                         warmstart_reading=p.warmstart_reading,
+                         warmstart_reading=p.warmstart_reading, warmstart_lr=p.warmstart_lr,
+                         warmstart_batch=p.warmstart_batch,
                          seed=p.seed, threads=p.threads,
                          backend_options=backend_options(p))
     return save_warm_started(config, str(out))
@@ -268,7 +276,8 @@ def policy_agent(model_dir: str, p: Preset) -> Any:
     from skillrise_gym.agents.hf_agent import HFAgent, HFConfig
 
     return HFAgent(HFConfig(model=model_dir, max_new_tokens=p.max_new_tokens, temperature=p.eval_temperature,
-                            batch_size=64, seed=p.seed, threads=p.threads))
+                            batch_size=64, seed=p.seed, threads=p.threads,
+                            dtype=None if p.dtype == "float32" else p.dtype))
 
 
 def held_out_bench(model_dir: str | None, p: Preset, out: Path, agent: Any = None, **config: Any) -> dict[str, Any]:
@@ -288,9 +297,10 @@ def held_out_bench(model_dir: str | None, p: Preset, out: Path, agent: Any = Non
 
 
 def evaluate(name: str, model_dir: str | None, p: Preset, work: Path, log, agent: Any = None,
-             carry: tuple[str, ...] = CARRY, repeat_agent: Any = None) -> dict[str, Any]:
+             carry: tuple[str, ...] | None = None, repeat_agent: Any = None) -> dict[str, Any]:
     """Held-out families, every K and carry mode, through the bench runner with the hf agent (or `agent`);
     with what the curated documents hold (carry skill: `skillrise_gym.documents`)."""
+    carry = tuple(p.eval_carry) if carry is None else carry
     out = work / "eval-bench" / name
     log(f"[{name}] evaluating on held-out families: K={p.eval_K}, carry={list(carry)}, "
         f"{p.eval_sequences} sequences each")
@@ -611,7 +621,8 @@ def main(argv: list[str] | None = None) -> int:
         if isinstance(value, bool):
             parser.add_argument(flag, action=argparse.BooleanOptionalAction, default=None)
         elif isinstance(value, list):
-            parser.add_argument(flag, type=int, nargs="+", default=None)
+            parser.add_argument(flag, type=type(value[0]), nargs="+", default=None,
+                                **({"choices": CARRY} if name == "eval_carry" else {}))
         else:
             parser.add_argument(flag, type=type(value), default=None)
     args = parser.parse_args(argv)

@@ -139,6 +139,7 @@ class TrainConfig:
     warmstart_documents: str = option("one", "Warm-start documents: one (curate targets one trajectory clause) or several (keep the previous document and add a clause; read the rule about the item: probes of several rules per family).")
     warmstart_reading: int = option(2, "Reading examples per warm-start sequence (a note from other tasks' clauses as the first task's document; with --warmstart-documents several, half of them hold several rules, one about the item).")
     warmstart_lr: float = option(3e-3, 'Learning rate of the warm start (AdamW).')
+    warmstart_batch: int = option(32, 'Examples per warm-start step.')
     steps: int = option(2, 'Training steps: rollouts of S x G trials, each followed by updates_per_rollout optimizer steps.')
     updates_per_rollout: int = option(1, 'Optimizer steps per rollout on disjoint mini-batches of its turns (PPO-style; the clip acts when > 1).')
     grad_accum: int = option(1, 'TRL micro-batches per optimizer step (rows are padded to a multiple of it); see micro_batch_tokens.')
@@ -185,6 +186,8 @@ class TrainConfig:
             self._check_lamer()
         if self.prompt_style not in ("auto",) + STYLES:
             raise ValueError(f"prompt_style must be auto or one of {STYLES}, got {self.prompt_style!r}")
+        if self.warmstart_batch < 1:
+            raise ValueError(f"warmstart_batch must be >= 1, got {self.warmstart_batch}")
         if self.warmstart_reading < 0:
             raise ValueError(f"warmstart_reading must be >= 0, got {self.warmstart_reading}")
         if self.warmstart_documents not in ("one", "several"):

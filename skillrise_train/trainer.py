@@ -463,7 +463,7 @@ class SkillRiseTrainer(GRPOAdapter):
         finally:
             env.close()
         losses = warm_start(self.model, self.processing_class, self.encode_prompt, examples, c.warmstart_steps,
-                            lr=c.warmstart_lr, seed=c.seed)
+                            batch_size=c.warmstart_batch, lr=c.warmstart_lr, seed=c.seed)
         self.warmstart_losses = losses
         if c.algo == "skillrise":  # what it taught, on sequences it did not train on
             self.warmstart_check = self.check_warm_start()

@@ -76,6 +76,7 @@ def test_bench_refuses_bad_options_with_a_usage_error(tmp_path, capsys):
     (["--lr", "-1"], "lr must be a finite number > 0"),
     (["--lr", "1e30"], "lr must be at most 1"),
     (["--warmstart-lr", "5"], "warmstart_lr must be at most 1"),
+    (["--warmstart-batch", "0"], "warmstart_batch must be >= 1"),
     (["--algo", "gigpo", "--step-gamma", "1.5"], "step_gamma must be in [0, 1]"),
     (["--algo", "gigpo", "--step-advantage-weight", "-1"], "step_advantage_weight must be a finite number >= 0"),
     (["--backend-options", "{bad"], "backend_options must be a JSON object"),

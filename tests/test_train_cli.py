@@ -425,11 +425,22 @@ def test_a_hung_env_worker_is_replaced_and_its_trials_dropped_with_a_reason_neve
     assert "timed out" in caplog.text and "dropping trial" in caplog.text
 
 
-def test_a_warm_start_reports_what_it_taught(tmp_path, capsys):
+def test_a_warm_start_reports_what_it_taught(tmp_path, capsys, monkeypatch):
+    import skillrise_train.warmstart as warmstart
+
+    batches = []
+    original = warmstart.warm_start
+
+    def recording(*args, **kwargs):
+        batches.append(kwargs.get("batch_size"))
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(warmstart, "warm_start", recording)
     out = tmp_path / "run"
     assert main(["--env", "rulebook", *TINY, "--K", "2", "--G", "2", "--S", "2", "--steps", "1", "--max-task-steps", "1",
-                 "--warmstart-steps", "3", "--warmstart-sequences", "4", "--output-dir", str(out),
-                 "--backend-options", '{"rules": 1, "bins": 3}']) == 0
+                 "--warmstart-steps", "3", "--warmstart-sequences", "4", "--warmstart-batch", "5",
+                 "--output-dir", str(out), "--backend-options", '{"rules": 1, "bins": 3}']) == 0
+    assert batches == [5]  # --warmstart-batch reaches the warm start
     assert "warm start: follows a note" in capsys.readouterr().out
     report = json.loads((out / "warmstart.json").read_text())
     assert set(report) >= {"follow", "copy", "valid", "sequences", "steps"} and report["steps"] == 3
