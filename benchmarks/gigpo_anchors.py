@@ -12,7 +12,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 from skillrise_gym.env import SequenceEnv
-from skillrise_train.rollout import anchor_key
+from skillrise_train.credit import anchor_key
 
 results = []
 for backend, split in (("alfworld", "eval_in_distribution"), ("webshop", "test")):

@@ -130,7 +130,7 @@ class ExpertTap:
 def make_generate(tap: ExpertTap, latency: tuple[float, float] | None, log: list[int], real: Any = None):
     from skillrise_gym.agents.expert import FALLBACK_ACTION
     from skillrise_gym.prompts import action_answer, skill_answer
-    from skillrise_train.rollout import Completion
+    from skillrise_train.samples import Completion
 
     def generate(prompts: list[str], prefixes: list[str], seeds: list[int] | None = None) -> list[Completion]:
         log.append(len(prompts))
@@ -170,21 +170,22 @@ def alfworld_data() -> str:
 def make_engine(env: str, args: argparse.Namespace, n: int, pool: str, S: int, G: int, overlap: bool = False):
     """A RolloutEngine of N envs on the given pool kind, its envs made with the expert in their info."""
     from skillrise_gym.backends import backend_class
-    from skillrise_gym.vector import env_fn, make_pool
+    from skillrise_gym.pools import PoolConfig, env_fn, make_pool
     from skillrise_train.rollout import RolloutEngine
+    from skillrise_train.rollout_setup import RolloutConfig
 
     options = backend_options(env, args)
     steps = args.max_task_steps or backend_class(env).default_max_task_steps
     # built with an in-process pool (its envs are made lazily: nothing starts), then given the real one
-    engine = RolloutEngine(env, "skillrise", args.K, G, S, "train", steps, seed=args.seed, envs=n,
-                           backend_options=options, overlap=overlap,
-                           overlap_wait=args.overlap_wait)
+    engine = RolloutEngine(RolloutConfig(env, "skillrise", K=args.K, G=G, S=S, max_task_steps=steps, seed=args.seed,
+                                         envs=n, backend_options=options, overlap=overlap,
+                                         overlap_wait=args.overlap_wait))
     engine.pool.close()
     fn = env_fn(env, K=args.K, split="train", max_task_steps=steps, backend_options=options,
-                prompt_style=engine.prompt_style, expert_in_info=True)
+                prompt_style=engine.config.prompt_style, expert_in_info=True)
     workers, address = POOLS[pool]
-    engine.pool = ExpertTap(make_pool([fn] * n, workers=workers, ray_address=address,
-                                      timeout=args.env_timeout if workers or address else None))
+    engine.pool = ExpertTap(make_pool([fn] * n, PoolConfig(workers=workers, ray_address=address,
+                                                           timeout=args.env_timeout if workers or address else None)))
     return engine
 
 

@@ -153,7 +153,7 @@ def untrained(p: Preset, work: Path, log, algo: str = "skillrise") -> str:
     `algo` "lamer": the warm start on LaMer's episodes (reflections), in untrained-lamer/."""
     from skillrise_gym.models import is_model_folder
     from skillrise_train.config import TrainConfig
-    from skillrise_train.warmstart import save_warm_started
+    from skillrise_train.trainer import save_warm_started
 
     out = work / ("untrained" if algo != "lamer" else "untrained-lamer")
     if not p.warmstart_steps:

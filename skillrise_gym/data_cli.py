@@ -6,8 +6,9 @@
     skillrise-data model [--check]   (the default model, SmolLM2-135M-Instruct: install, verify, convert;
                                       a converted copy that fails its recorded digests is converted again)
 
-Each benchmark's subcommand lives beside its backend, in `skillrise_gym/backends/<name>/datatool.py`,
-exposing `add_arguments(parser)` and `run(args) -> int`.
+Each benchmark's subcommand lives beside its backend, in the module its row of `skillrise_gym.benchmarks.TABLE`
+names (``datatool``: `skillrise_gym/backends/<name>/datatool.py`), exposing `add_arguments(parser)` and
+`run(args) -> int`.
 """
 
 from __future__ import annotations
@@ -16,7 +17,10 @@ import argparse
 import importlib
 import sys
 
-BENCHMARKS = ("alfworld", "webshop", "scienceworld")
+from skillrise_gym.benchmarks import BY_NAME, TABLE
+
+#: the benchmarks with a data subcommand (rows of `benchmarks.TABLE` that name a datatool)
+BENCHMARKS = tuple(row.name for row in TABLE if row.datatool)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -25,7 +29,7 @@ def main(argv: list[str] | None = None) -> int:
     tools = {}
     for name in BENCHMARKS:
         try:
-            tool = importlib.import_module(f"skillrise_gym.backends.{name}.datatool")
+            tool = importlib.import_module(BY_NAME[name].datatool)
         except ModuleNotFoundError as exc:  # backend not written yet, or its module missing
             if exc.name and exc.name.startswith("skillrise_gym"):
                 continue

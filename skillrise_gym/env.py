@@ -475,6 +475,7 @@ class SequenceEnv(gym.Env):
             self.benchmark, skill_document=self.skill_document, task=record.description,
             observation=record.observation, history=record.history, admissible_actions=admissible,
             action_grammar=None if admissible else self.backend.action_grammar(), style=self.prompt_style,
+            carry=self.carry,
         )
 
     def _admissible(self) -> tuple[str, ...]:

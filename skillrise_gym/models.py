@@ -532,9 +532,9 @@ def auto_threads(processes: int | None = None) -> tuple[int, str]:
     ``LOCAL_WORLD_SIZE``, else 1), and why: the cores this process may run on, less those other work keeps
     busy (the 1-minute load average, rounded), shared among the processes; at least 1.
 
-    Why by load: SmolLM2 generates 1.1-1.7x faster with 2 threads than with 1 on an idle 2-core machine
-    (benchmarks/cpu_generation.py), but a thread that competes with another busy process spins, and a
-    tiny-model step was measured up to 40x slower with 2 threads beside other work (docs/train.md). The
+    Why by load: more threads generate faster on an idle machine (benchmarks/cpu_generation.py), but a
+    thread that competes with another busy process spins, and a step can run many times slower with
+    threads beside other work (docs/train.md, "CPU generation and update", has the figures). The
     load average lags by about a minute and counts this process's own earlier work: the choice is made
     once, when the model is set up, and logged."""
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)

@@ -85,7 +85,8 @@ class Profile:
     reflect: bool = True
     #: the shape of a document in compact prompts' example answer (small models copy examples: keep it generic)
     skill_example: str = "first general rule; second general rule"
-    #: the example action of compact prompts when no admissible list is shown
+    #: the example action when no admissible list is shown (compact prompts: also when every listed action is a
+    #: template)
     action_example: str = "look around"
     #: how a backend's `ActionGrammar` is worded where no admissible list is shown ({templates}, {objects}:
     #: comma-joined); None: the generic wording `GRAMMAR_TEMPLATE`
@@ -339,11 +340,14 @@ def solve_prompt(
     admissible_actions: Sequence[str] | None = None,
     action_grammar: ActionGrammar | None = None,
     style: str = "full",
+    carry: str = "skill",
 ) -> str:
-    """The SOLVE prompt. `skill_document` is what crosses tasks: the document (carry "skill"), "" (carry
-    "none"), or `render_experience(...)` (carry "reflect": shown under its own heading). `action_grammar`
-    is shown (worded by the benchmark's profile) where there is no admissible list."""
+    """The SOLVE prompt. `skill_document` is what crosses tasks in carry mode `carry`: the document ("skill"),
+    "" ("none"), or `render_experience(...)` ("reflect": full prompts show it under its own heading instead of
+    the skill document's section). `action_grammar` is shown (worded by the benchmark's profile) where there is
+    no admissible list."""
     prof = profile(benchmark)
+    check_carry(carry, benchmark)
     grammar_text = render_action_grammar(benchmark, action_grammar)
     if check_style(style) == "compact":
         return _compact_solve(prof, skill_document, task, observation, history, admissible_actions, grammar_text)
@@ -360,8 +364,8 @@ def solve_prompt(
         example = admissible_actions[0]
     else:
         actions = grammar_text or "(no list available: use the commands the environment understands)"
-        example = "look around" if benchmark != "webshop" else "search[red shoes]"
-    if skill_document.startswith(EXPERIENCE_HEADING):  # carry "reflect": the list of earlier reflections
+        example = prof.action_example
+    if carry == "reflect":  # the list of earlier reflections, with its own heading
         carried = skill_document.strip()
     else:
         carried = SKILL_SECTION.format(family_words=prof.family_words, skill_document=render_skill(skill_document))
@@ -539,22 +543,24 @@ def parse_action(text: str, benchmark: str = "alfworld") -> ParsedAction:
     return ParsedAction(action=action, valid=inner is not None and alone and bool(action))
 
 
-def parse_reflection(text: str, limit: int = SKILL_CHAR_LIMIT) -> ParsedSkill:
-    """The reflection inside the last <remark>...</remark>; the raw text when the tags are missing (invalid)."""
+def _parse_last_tagged(text: str, tag: str, limit: int) -> ParsedSkill:
+    """The inside of the last closed <tag>...</tag> pair (the whole text without one), cleaned and cut to `limit`
+    characters; well-formed only with a pair that is not nested."""
     if not isinstance(text, str):
         raise TypeError(f"model output must be a str, got {type(text).__name__}")
-    inner, alone = _tagged(text, REFLECTION_TAG, last=True)
+    inner, alone = _tagged(text, tag, last=True)
     document = clean_text(inner if inner is not None else text).strip()[:limit].strip()
     return ParsedSkill(document=document, valid=inner is not None and alone)
 
 
 def parse_skill(text: str, limit: int = SKILL_CHAR_LIMIT) -> ParsedSkill:
-    """The document inside the last <skill>...</skill>, cut to `limit` characters."""
-    if not isinstance(text, str):
-        raise TypeError(f"model output must be a str, got {type(text).__name__}")
-    inner, alone = _tagged(text, SKILL_TAG, last=True)
-    document = clean_text(inner if inner is not None else text).strip()[:limit].strip()
-    return ParsedSkill(document=document, valid=inner is not None and alone)
+    """The document inside the last <skill>...</skill>, cut to `limit` characters (a CURATE answer)."""
+    return _parse_last_tagged(text, SKILL_TAG, limit)
+
+
+def parse_reflection(text: str, limit: int = SKILL_CHAR_LIMIT) -> ParsedSkill:
+    """The reflection inside the last <remark>...</remark> (a REFLECT answer): the same rule as `parse_skill`."""
+    return _parse_last_tagged(text, REFLECTION_TAG, limit)
 
 
 def action_answer(command: str) -> str:

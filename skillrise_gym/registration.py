@@ -4,13 +4,10 @@ from __future__ import annotations
 
 import gymnasium as gym
 
-#: gym id -> backend name
-ENV_IDS = {
-    "SkillRise-ALFWorld-v0": "alfworld",
-    "SkillRise-WebShop-v0": "webshop",
-    "SkillRise-ScienceWorld-v0": "scienceworld",
-    "SkillRise-Rulebook-v0": "rulebook",  # the transfer probe (skillrise_gym/backends/rulebook.py)
-}
+from skillrise_gym.benchmarks import env_ids
+
+#: gym id -> backend name (the rows of `benchmarks.TABLE` that have an id)
+ENV_IDS = env_ids()
 
 
 def register_envs() -> None:

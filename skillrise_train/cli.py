@@ -242,17 +242,13 @@ def run(config: TrainConfig) -> dict[str, Any]:
     transformers.utils.logging.set_verbosity_error()
     transformers.utils.logging.disable_progress_bar()
     warnings.filterwarnings("ignore", category=FutureWarning)
-    if not torch.cuda.is_available():
-        from skillrise_gym.models import set_torch_threads
-
-        set_torch_threads(config.threads)  # before any model: 0 chooses once for this process (models.py)
     ranks = start_processes(config)
-    from skillrise_train.trainer import check_trl_options, trainer_fixed_trl_args
+    from skillrise_train.grpo_args import check_trl_options, trainer_fixed_trl_args
 
     # bad trl_options are refused before the output folder is touched
     check_trl_options(config.trl_options, set(trainer_fixed_trl_args(config, not torch.cuda.is_available())))
     if config.ray_address:  # an unreachable cluster is refused now, before the model loads
-        from skillrise_gym.ray_pool import connect
+        from skillrise_gym.pools.ray import connect
 
         connect(config.ray_address)
     out = Path(config.output_dir)
@@ -283,7 +279,7 @@ def _train(config: TrainConfig, ranks: Any, out: Path, resume_from: str | None, 
     from transformers import PrinterCallback
 
     from skillrise_gym.models import resolve_model_path
-    from skillrise_train.rollout import default_splits
+    from skillrise_train.rollout_setup import default_splits
     from skillrise_train.trainer import SkillRiseTrainer
 
     resolve_model_path(config.model)  # fail early, before any env starts, on a bad model name
@@ -294,7 +290,7 @@ def _train(config: TrainConfig, ranks: Any, out: Path, resume_from: str | None, 
     trainer = SkillRiseTrainer.from_config(config, callbacks=[logger.callback])
     rollout = trainer.rollout
     rollout.progress = say  # long rollouts say where they are
-    train_split = rollout.split
+    train_split = rollout.config.split
     trainer.remove_callback(PrinterCallback)
     evaluations: list[dict[str, Any]] = []
 
@@ -325,7 +321,7 @@ def _train(config: TrainConfig, ranks: Any, out: Path, resume_from: str | None, 
         f"skillrise-train: algo={config.algo} env={config.env} ({train_split}) model={config.model} "
         f"K={config.K} G={config.G} S={config.S} envs={rollout.pool.num_envs} steps={config.steps} "
         f"lora={config.lora} " + ("overlap=on " if config.overlap else "") +
-        f"device={trainer.accelerator.device} threads={threads_in_use(config)} "
+        f"device={trainer.accelerator.device} threads={trainer.torch_threads} "
         f"micro_batch_tokens={trainer.micro_batch_budget}"
         + (f" processes={ranks.world_size} (sequences {rollout.shard} on the main one)" if ranks.several else "")
         + (f" resuming from {resume_from}" if resume_from else ""),
@@ -364,17 +360,6 @@ def _train(config: TrainConfig, ranks: Any, out: Path, resume_from: str | None, 
     return summary
 
 
-def threads_in_use(config: TrainConfig) -> str:
-    """Torch's CPU threads and how they were chosen, for the run's first line."""
-    import torch
-
-    if torch.cuda.is_available():
-        return str(torch.get_num_threads())
-    from skillrise_gym.models import set_torch_threads
-
-    return set_torch_threads(config.threads)  # the same choice again: auto is made once per process
-
-
 def start_processes(config: TrainConfig) -> Any:
     """This process's place among the training processes (`distributed.Ranks`), the process group started
     the way the trainer's accelerator will use it; settings several processes cannot run are refused here,
@@ -394,7 +379,7 @@ def start_processes(config: TrainConfig) -> Any:
               "`accelerate launch --multi_gpu --num_processes N ...` or `torchrun --nproc-per-node N ...` "
               "(docs/train.md, 'Several processes')", file=sys.stderr, flush=True)
     if config.use_vllm:
-        from skillrise_train.trainer import check_vllm_installed
+        from skillrise_train.grpo_args import check_vllm_installed
 
         check_vllm_installed()
         if int(config.trl_options.get("vllm_tensor_parallel_size", 1) or 1) > 1:

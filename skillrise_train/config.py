@@ -15,6 +15,7 @@ from typing import Any
 
 from skillrise_gym.prompts import STYLES
 from skillrise_gym.models import DTYPES
+from skillrise_train.algorithms import ALGORITHMS, algorithm_for
 
 #: overlapped rollouts: the longest a trial waits for others to join its generation call (seconds)
 OVERLAP_WAIT = 1.0
@@ -29,7 +30,7 @@ def option(default: Any, help: str) -> Any:
 
 
 #: TrainConfig fields that are GRPOConfig fields, and the GRPOConfig field each sets: the whole mapping
-#: (`trainer.make_grpo_config` applies it; tests/test_trl_contract.py checks both sides exist). Our defaults
+#: (`grpo_args.make_grpo_config` applies it; tests/test_trl_contract.py checks both sides exist). Our defaults
 #: differ from TRL's where small CPU runs need it (lr 1e-5, weight_decay 0.01, dual_clip 3, entropy_coef 0.001,
 #: max_new_tokens 48, gradient_checkpointing off); any other GRPOConfig field goes through `trl_options`.
 TRL_FIELDS = {
@@ -96,7 +97,7 @@ class TRLOptions(JSONObject):
     example = '{"lr_scheduler_type": "cosine"}'
 
 
-ALGOS = ("skillrise", "grpo", "gigpo", "lamer")
+ALGOS = tuple(ALGORITHMS)  # skillrise_train.algorithms: one object per algorithm
 ADVANTAGE_MODES = ("mean_norm", "mean_std_norm")
 GENERATION_DTYPES = DTYPES  # skillrise_gym.models: the dtypes a model is loaded or copied in
 
@@ -105,8 +106,8 @@ GENERATION_DTYPES = DTYPES  # skillrise_gym.models: the dtypes a model is loaded
 class TrainConfig:
     """Configuration of `skillrise-train` (fields are CLI flags: `--max-new-tokens 64`)."""
 
-    env: str = option("webshop", 'Benchmark backend: webshop, alfworld, scienceworld (or toy, the unit-test engine).')
-    algo: str = option("skillrise", "skillrise (solve + curate, skill document), grpo (the baseline: independent tasks, no document) or gigpo (grpo's episodes, plus step-level advantages over repeated states), lamer (K attempts at one task, a reflection after each failed one, LaMer's cross-attempt return: credit.py).")
+    env: str = option("webshop", 'Benchmark backend: webshop, alfworld, scienceworld, rulebook (the transfer probe) or toy (the unit-test engine).')
+    algo: str = option("skillrise", ", ".join(a.help for a in ALGORITHMS.values()) + "; algorithms.py.")
     model: str = option("smollm2", 'Model: smollm2 (embedded default), tiny (test model), a local HF directory, or a cached Hub id.')
     K: int = option(2, 'Tasks per sequence.')
     G: int = option(2, 'Trials per sequence (the group size of the group-relative advantage).')
@@ -153,19 +154,19 @@ class TrainConfig:
     resume: bool = option(False, 'Continue from the latest checkpoint in output_dir (step count, optimizer and RNG state).')
     overwrite: bool = option(False, "Start over in an output_dir that holds a run: delete its records, checkpoints and final model first (without it, such a folder needs --resume).")
     seed: int = option(0, 'Seed of sequence draws, sampling and initialisation.')
-    envs: int = option(0, "Envs that play a step's trials, each env taking the next trial when its own ends (memory grows with it, not with the S x G trials; ScienceWorld: one JVM of about 1.2 GB each). 0: one per trial, except ScienceWorld: no more JVMs than the available memory holds; more than a step's trials: one per trial.")
+    envs: int = option(0, "Envs that play a step's trials, each taking the next trial when its own ends (memory follows this, not S x G). 0: one per trial; for ScienceWorld, as many JVMs as the memory holds (docs/train.md).")
     env_workers: int = option(0, 'Worker processes for the envs (0: in this process).')
     env_timeout: float = option(600.0, 'With env workers (or on Ray): seconds a worker (an actor) may take to answer one round; one that dies or exceeds it is replaced and its trials replayed (then dropped, logged).')
-    ray_address: str | None = option(None, "Run each env in a Ray actor instead of env_workers processes: local (a Ray instance on this machine) or a running cluster's address (host:port, ray://host:10001, auto); unset: no Ray. Needs pip install 'skillrise-gym[ray]'.")
+    ray_address: str | None = option(None, "Run each env in a Ray actor: local (a Ray instance here) or a cluster's address (host:port, ray://host:10001, auto); unset: no Ray. Needs pip install 'skillrise-gym[ray]'.")
     ray_num_cpus: float | None = option(None, "With ray_address: CPUs reserved per env (unset: none held while it runs, as for any Ray actor).")
     ray_memory: float | None = option(None, 'With ray_address: memory reserved per env in bytes, e.g. 1.5e9 for a ScienceWorld JVM.')
-    overlap: bool = option(False, "Step envs while the model generates for other trials, instead of in rounds (needs env_workers or ray_address: in this process nothing overlaps). The same turns as rounds, sampled ones included (each turn samples from an RNG of its own; vLLM excepted: docs/train.md).")
+    overlap: bool = option(False, "Step envs while the model generates for other trials, instead of in rounds (needs env_workers or ray_address); the same turns as rounds (docs/train.md).")
     overlap_wait: float = option(OVERLAP_WAIT, 'With overlap: the longest a trial waits for busy envs to join its generation call, in seconds (>= 0; it waits only while they are expected sooner than a call costs).')
     threads: int = option(0, "Torch CPU threads (CPU runs); 0: the cores that other work leaves free by the 1-minute load average, shared among this machine's training processes (skillrise_gym.models.auto_threads).")
     use_vllm: bool = option(False, 'Generate with vLLM (GPU only; colocated with training).')
     vllm_gpu_memory_utilization: float = option(0.3, 'GPU memory share of vLLM in colocate mode.')
-    bf16: bool = option(False, 'Autocast the update to bfloat16, on GPUs and CPUs (a CPU with bf16 units runs it about 1.7x faster; docs/train.md, CPU generation).')
-    generation_dtype: str | None = option(None, "Generate with a copy of the policy in this dtype (bfloat16, float16, float32); its log-probs of the sampled tokens become the old policy's, so the clipped ratio corrects the mismatch (docs/train.md, CPU generation). Unset: the policy generates as it is. Not with --use-vllm.")
+    bf16: bool = option(False, 'Autocast the update to bfloat16, on GPUs and CPUs (faster on a CPU with bf16 units: docs/train.md, CPU generation).')
+    generation_dtype: str | None = option(None, "Generate with a copy of the policy in this dtype (bfloat16, float16, float32); its log-probs of the sampled tokens are the old policy's (docs/train.md, CPU generation). Not with --use-vllm.")
     gradient_checkpointing: bool = option(False, 'Recompute activations in the backward pass: bounds update memory by the longest row (docs/train.md).')
     generation_batch: int = option(64, 'Most prompts generated in one call (bounds generation memory).')
     record_turns: bool = option(True, 'Write every turn (prompt, response, credit) to output_dir/turns.jsonl.')
@@ -176,14 +177,12 @@ class TrainConfig:
         if self.resume and self.overwrite:
             raise ValueError("resume and overwrite contradict each other: --resume continues the run in output_dir, "
                              "--overwrite deletes it; give one")
-        if self.algo not in ALGOS:
-            raise ValueError(f"algo must be one of {ALGOS}, got {self.algo!r}")
+        algorithm = algorithm_for(self)  # an unknown name: ValueError listing the known ones
         from skillrise_train.credit import CURATE_CREDITS
 
         if self.curate_credit not in CURATE_CREDITS:
             raise ValueError(f"curate_credit must be one of {CURATE_CREDITS}, got {self.curate_credit!r}")
-        if self.algo == "lamer":
-            self._check_lamer()
+        algorithm.check(self)
         if self.prompt_style not in ("auto",) + STYLES:
             raise ValueError(f"prompt_style must be auto or one of {STYLES}, got {self.prompt_style!r}")
         if self.warmstart_batch < 1:
@@ -235,31 +234,13 @@ class TrainConfig:
         if not (isinstance(self.overlap_wait, (int, float)) and math.isfinite(self.overlap_wait)
                 and self.overlap_wait >= 0):
             raise ValueError(f"overlap_wait must be a number of seconds >= 0, got {self.overlap_wait!r}")
-        from skillrise_gym.ray_pool import check_settings
+        from skillrise_gym.pools.ray import check_settings
 
         check_settings(self.ray_address, self.ray_num_cpus, self.ray_memory)
         from skillrise_gym.backends import backend_class, check_options
 
         backend_class(self.env)  # an unknown name: ValueError listing the known ones
         check_options(self.env, self.backend_options)
-
-    def _check_lamer(self) -> None:
-        """What --algo lamer cannot use, refused with the reason."""
-        from skillrise_gym import prompts
-        from skillrise_gym.backends import backend_class
-
-        if self.K < 2:
-            raise ValueError(f"--algo lamer plays K attempts at one task, reflecting between them: K must be at "
-                             f"least 2, got {self.K}")
-        if self.curate_credit != "future":
-            raise ValueError("--curate-credit applies to SkillRise's curate turns; --algo lamer credits its "
-                             f"reflections with the next attempt's return (credit.py): drop --curate-credit "
-                             f"{self.curate_credit}")
-        if not prompts.profile(backend_class(self.env).benchmark).reflect:
-            raise ValueError(f"--algo lamer needs a reflect prompt, and {self.env} has none")
-        if self.warmstart_steps and self.warmstart_documents != "one":
-            raise ValueError("--warmstart-documents several builds skill documents; LaMer's reflections are one "
-                             "clause each: drop --warmstart-documents with --algo lamer")
 
     def to_dict(self) -> dict[str, Any]:
         return {**asdict(self), "backend_options": dict(self.backend_options), "trl_options": dict(self.trl_options)}

@@ -62,11 +62,12 @@ from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import dataclass
-from typing import Hashable, Mapping, Sequence
+from typing import Any, Hashable, Mapping, Sequence
 
 import numpy as np
 
 from skillrise_gym.prompts import ROLES
+from skillrise_gym.records import Turn
 
 SOLVE, CURATE = ROLES
 CURATE_CREDITS = ("future", "own", "none")
@@ -84,6 +85,24 @@ class TurnTag:
     step: int = 0  # the turn's index among its task's solve steps (GiGPO's step returns)
     reward: float = 0.0  # the reward this step earned, scaled like task rewards (GiGPO)
     anchor: Hashable = None  # the state the turn acted in (GiGPO's anchor groups): observation, admissible
+
+    @classmethod
+    def of(cls, turn: Turn, position_offset: int = 0, success_reward: float = 1.0, anchor: Hashable = None) -> "TurnTag":
+        """Credit's view of a recorded turn (`records.Turn`, made by the rollout): its trial and group (the
+        trainer records the group in ``extra["group_id"]``), its position within the trial's own task list
+        (the record's position less the episode's `position_offset`), and for a solve turn its step reward
+        scaled by `success_reward` and the state it acted in (`anchor`, from `anchor_key`)."""
+        solve = turn.role == SOLVE
+        return cls(trial=turn.trial_id, group=turn.extra["group_id"], role=turn.role,
+                   position=turn.position - position_offset, format_valid=turn.format_valid, step=turn.step_index,
+                   reward=float(turn.reward) * success_reward if solve else 0.0, anchor=anchor if solve else None)
+
+
+def anchor_key(observation: Mapping[str, Any]) -> tuple[str, tuple[str, ...]]:
+    """The state a solve turn acted in, as GiGPO groups it: the engine's observation text and the admissible
+    actions shown (empty where the env lists none). Never the prompt: it holds the trial's own history, the
+    skill document and the step count, which differ between trials in the same state."""
+    return str(observation.get("observation", "")), tuple(observation.get("admissible_actions") or ())
 
 
 def curate_return(task_rewards: Sequence[float], position: int, gamma: float) -> float:

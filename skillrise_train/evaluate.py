@@ -16,7 +16,9 @@ from typing import Any, Sequence
 
 from skillrise_gym.agents.base import Agent, AgentOutput, stable_seed
 from skillrise_train.config import TrainConfig
-from skillrise_train.rollout import EVAL_SEED_OFFSET, GenerateFn, episode_settings
+from skillrise_train.algorithms import algorithm_for
+from skillrise_train.rollout import EVAL_SEED_OFFSET
+from skillrise_train.samples import GenerateFn
 
 
 class PolicyAgent(Agent):
@@ -57,7 +59,7 @@ def evaluate(config: TrainConfig, generate: GenerateFn, step: int, split: str, o
     agent = PolicyAgent(generate, config.generation_batch,
                         {"model": config.model, "algo": config.algo, "output_dir": str(out), "step": step},
                         seed=config.seed + EVAL_SEED_OFFSET)
-    episode = episode_settings(config.algo, config.K)
+    episode = algorithm_for(config).episode(config.K)
     bench = BenchConfig(
         env=config.env, out=str(out / "eval" / f"step-{step}"), K=[config.K],
         # played as training plays them (lamer: K attempts at one task with reflections, Pass@k), K tasks each

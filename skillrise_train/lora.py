@@ -2,8 +2,7 @@
 
 An unmerged LoRA layer runs the base matmul plus the adapter's two small ones (and a dropout and a scaled
 add) on every decoded token: on a GPU, where decoding a 135M model is bound by kernel launches, that is
-most of the time per token (benchmarks/results/gpu_check.json: merged generation ran 1.84x); on a CPU,
-through the trainer, the difference was within noise (SmolLM2-135M, 2 prompts of ~400 words). The weights
+most of the time per token (docs/train.md, "On a GPU", has the measured gain; on a CPU it is within noise). The weights
 do not change while a rollout generates, so the adapter can be folded into them for the rollout.
 
 `merged_lora(model)` uses peft's own merge with ``safe_merge=True``, which writes the merged weight into a

@@ -64,10 +64,11 @@ from skillrise_train.trl_adapter import GRPOAdapter, GRPOConfig, check_trl_versi
 
 from skillrise_gym.backends.base import ConfigurationError
 from skillrise_gym.records import write_jsonl
-from skillrise_train.config import TRL_FIELDS, TrainConfig
-from skillrise_train.credit import assign_credit, gigpo_advantages, lamer_credit, trained_turns
+from skillrise_train.config import TrainConfig
+from skillrise_train.grpo_args import make_grpo_config, resolve_prompt_style, vllm_settings
 from skillrise_train.distributed import LockstepGeneration, Ranks, common_packing
-from skillrise_train.rollout import Completion, RolloutEngine, RolloutResult, merge_results, rollout_stats
+from skillrise_train.rollout import RolloutEngine
+from skillrise_train.samples import Completion, RolloutResult, merge_results, rollout_stats
 
 #: what a process with nothing to generate sends in a lockstep generation call (its output is thrown away)
 PLACEHOLDER_PROMPT = "ok"
@@ -79,23 +80,22 @@ def _turn_keys(samples: list[Any]) -> list[tuple[str, int]]:
     seen: dict[str, int] = defaultdict(int)
     keys = []
     for sample in samples:
-        keys.append((sample.tag.trial, seen[sample.tag.trial]))
-        seen[sample.tag.trial] += 1
+        keys.append((sample.turn.trial_id, seen[sample.turn.trial_id]))
+        seen[sample.turn.trial_id] += 1
     return keys
 
 
 #: micro-batch token budget on a CPU (`--micro-batch-tokens -1`): larger passes are no faster there
 CPU_MICRO_BATCH_TOKENS = 1024
-#: GPU memory per token of a forward+backward pass, per unit of hidden width x layers (bytes): measured
-#: 45 on an H200 for SmolLM2-135M's shape (24339 MiB peak at 32768 tokens, benchmarks/results/gpu_check.json)
+#: GPU memory per token of a forward+backward pass, per unit of hidden width x layers (bytes): a bound a
+#: little above what benchmarks/results/gpu_check.json measured for SmolLM2-135M (docs/train.md, "On a GPU")
 GPU_BYTES_PER_TOKEN_WIDTH_LAYER = 48
 
 
 def auto_micro_batch_tokens(device: Any, model_config: Any = None, share: float = 0.25) -> int:
     """The `--micro-batch-tokens -1` budget: 1024 tokens on a CPU; on a GPU, the power of two (1024 to
     32768) whose forward+backward fits in `share` of the device's memory at `GPU_BYTES_PER_TOKEN_WIDTH_LAYER`
-    bytes per token per hidden unit and layer. On an H200 with SmolLM2-135M that is 32768, where an update
-    runs 25x the tokens/s of 1024-token passes; on a 24 GB GPU, 4096."""
+    bytes per token per hidden unit and layer (with SmolLM2-135M: 32768 on an H200, 4096 on a 24 GB GPU)."""
     device = torch.device(device)
     if device.type != "cuda":
         return CPU_MICRO_BATCH_TOKENS
@@ -140,206 +140,6 @@ class FiniteWeightsCallback(TrainerCallback):
 def _unused_reward(completions: list, **kwargs: Any) -> list[float]:
     """GRPOTrainer requires a reward source; rewards here come from the envs, so this is never called."""
     raise RuntimeError("SkillRiseTrainer scores completions through the environments, not reward functions")
-
-
-#: models with fewer parameters than this get compact prompts under prompt_style "auto"
-COMPACT_BELOW_PARAMETERS = 1_000_000_000
-
-
-def vllm_settings(config: TrainConfig, args: GRPOConfig) -> None:
-    """The vLLM settings the trainer can run, or a ConfigurationError saying why not: colocate mode only (the
-    server mode's client samples a whole call with one seed and its weight sync is untested here), one
-    GPU per engine (with tensor parallelism TRL all-gathers every call's prompts within the TP group, and
-    rollouts make a different number of calls on each process), and an engine longer than a completion."""
-    if not args.use_vllm:
-        return
-    check_vllm_installed()
-    if args.vllm_mode != "colocate":
-        raise ConfigurationError(f"vllm_mode {args.vllm_mode!r}: only colocate is supported (vLLM inside each "
-                                 "training process); TRL's server mode (trl vllm-serve) is not")
-    if int(args.vllm_tensor_parallel_size or 1) > 1:
-        raise ConfigurationError(
-            f"vllm_tensor_parallel_size {args.vllm_tensor_parallel_size}: not supported. TRL gathers every "
-            "generation call's prompts across the processes of a tensor-parallel group, and rollouts make a "
-            "different number of calls on each process (their trials last different numbers of turns). Use one "
-            "GPU per vLLM engine (tensor parallel size 1) with a model that fits it")
-    engine = args.vllm_max_model_length
-    if engine is not None and int(engine) <= config.max_new_tokens + 16:
-        raise ConfigurationError(f"vllm_max_model_length {engine} leaves no room for prompts after "
-                                 f"--max-new-tokens {config.max_new_tokens}; raise it (or lower --max-new-tokens)")
-
-
-def check_vllm_installed() -> None:
-    """--use-vllm without vLLM: a one-line error naming the extra (ConfigurationError, exit 2)."""
-    import importlib.util
-
-    if importlib.util.find_spec("vllm") is None:
-        raise ConfigurationError("--use-vllm needs vLLM, which is not installed: pip install 'skillrise-gym[vllm]' "
-                                 "(a GPU machine; vLLM does not run on CPUs)")
-
-
-def resolve_prompt_style(style: str, model: Any) -> str | None:
-    """The env's prompt style: "auto" means compact for small models (a 135M model asked to reason first never
-    reaches its answer tags within a short budget), else the backend's default (None)."""
-    if style != "auto":
-        return style
-    return "compact" if model.num_parameters() < COMPACT_BELOW_PARAMETERS else None
-
-
-def make_grpo_config(config: TrainConfig, **overrides: Any) -> GRPOConfig:
-    """The GRPOConfig that realises a TrainConfig, in three parts: the fields of `config.TRL_FIELDS` (the one
-    mapping of our names to TRL's), what the trainer fixes (`trainer_fixed_trl_args`), and the
-    user's `trl_options` (any other GRPOConfig field; those of the first two parts are refused)."""
-    mapped = {trl: getattr(config, name) for name, trl in TRL_FIELDS.items()}
-    use_cpu = not torch.cuda.is_available()
-    mapped["delta"] = mapped["delta"] if mapped["delta"] > 0 else None  # dual_clip 0 disables the bound
-    fixed = trainer_fixed_trl_args(config, use_cpu)
-    check_trl_options(config.trl_options, set(fixed))
-    options = dict(config.trl_options)
-    # save_total_limit is enforced by the completion callback among complete checkpoints, after the new one
-    # is marked (checkpoints.rotate); in TRL's hands it deletes the older ones before the marker exists
-    save_total_limit = options.pop("save_total_limit", None)
-    try:
-        args = GRPOConfig(**{**fixed, **mapped, **options, **overrides})
-    except (TypeError, ValueError) as exc:
-        if not config.trl_options:
-            raise
-        raise ConfigurationError(f"trl_options {dict(config.trl_options)}: GRPOConfig refused them: {exc}") from None
-    from skillrise_train.checkpoints import SAVE_LIMIT_ATTRIBUTE
-
-    setattr(args, SAVE_LIMIT_ATTRIBUTE, save_total_limit)
-    return args
-
-
-def trainer_fixed_trl_args(config: TrainConfig, use_cpu: bool) -> dict[str, Any]:
-    """GRPOConfig fields the trainer decides (its batching, its rollouts, its checkpoints): not settable."""
-    return dict(
-        output_dir=config.output_dir,
-        lr_scheduler_type="constant",
-        warmup_steps=0,
-        max_steps=config.steps * config.updates_per_rollout,  # TRL counts optimizer steps
-        # TRL wants >= 2 generations per prompt; our rows are turns, so these only size the placeholder batches.
-        num_generations=2,
-        per_device_train_batch_size=2,
-        # one rollout feeds updates_per_rollout optimizer steps of grad_accum micro-batches each
-        steps_per_generation=config.grad_accum * config.updates_per_rollout,
-        num_iterations=1,
-        top_p=1.0,
-        top_k=0,
-        beta=0.0,  # no KL term, no reference model (as the reference)
-        chat_template_kwargs={"enable_thinking": False},
-        vllm_mode="colocate",
-        # on-policy single epoch: the old policy is the current one, no importance correction needed
-        vllm_importance_sampling_correction=False,
-        fp16=False,
-        use_cpu=use_cpu,
-        logging_steps=1,
-        save_strategy="steps",
-        save_steps=max(1, config.save_interval) * config.updates_per_rollout,
-        save_only_model=False,
-        report_to="none",
-        seed=config.seed,
-        data_seed=config.seed,
-        shuffle_dataset=False,
-        remove_unused_columns=False,
-        disable_tqdm=True,
-        log_completions=False,
-        dataloader_num_workers=0,
-    )
-
-
-#: fixed GRPOConfig fields that follow one of our flags
-FIXED_FROM_FLAGS = {"output_dir": "--output-dir", "seed": "--seed", "data_seed": "--seed", "max_steps": "--steps",
-                    "save_steps": "--save-interval", "steps_per_generation": "--grad-accum and --updates-per-rollout"}
-#: GRPOConfig fields `trl_options` may set although the trainer has a default for them
-TRL_OPTIONS_ALLOWED = frozenset({"lr_scheduler_type", "warmup_steps", "logging_steps", "report_to", "disable_tqdm"})
-_OWN_EVALUATION = "evaluation is the trainer's own held-out bench run: use --eval-sequences and --eval-interval"
-#: GRPOConfig fields `trl_options` may not set (TRL would ignore them, or fail later), and what to do instead
-TRL_OPTIONS_REFUSED = {
-    "resume_from_checkpoint": "continue a run with --resume (it takes the newest complete checkpoint in --output-dir)",
-    "push_to_hub": "the trainer never uploads (nothing leaves this machine); upload --output-dir's final/ yourself",
-    **{name: _OWN_EVALUATION for name in ("eval_strategy", "eval_steps", "eval_delay", "eval_on_start", "do_eval",
-                                          "do_predict", "load_best_model_at_end", "metric_for_best_model",
-                                          "greater_is_better", "num_generations_eval")},
-}
-#: keys of trl_options' generation_kwargs that would override what a flag or the trainer's sampler decides
-GENERATION_KWARGS_REFUSED = {
-    "max_new_tokens": "--max-new-tokens", "max_length": "--max-new-tokens", "max_tokens": "--max-new-tokens",
-    "temperature": "--temperature",
-    "min_p": "trl_options' own min_p", "repetition_penalty": "trl_options' own repetition_penalty",
-    **{name: None for name in ("do_sample", "top_p", "top_k", "seed", "n", "num_return_sequences", "pad_token_id",
-                               "bos_token_id", "eos_token_id", "logprobs")},
-}
-#: report_to integrations whose pip package is not called as the integration is
-REPORT_PACKAGES = {"comet_ml": "comet-ml", "azure_ml": "azureml-core", "flyte": "flytekit", "neptune": "neptune",
-                   "kubeflow": "kubeflow"}
-
-
-def check_trl_options(options: dict[str, Any], fixed: set[str]) -> None:
-    """`trl_options` names GRPOConfig fields that nothing else sets (ConfigurationError naming the flag to use):
-    not one of ours or the trainer's, not one TRL would ignore or fail on later (`TRL_OPTIONS_REFUSED`), no
-    `generation_kwargs` key that overrides a flag, a `save_total_limit` >= 1, and `report_to` integrations
-    whose package is installed (they get the trainer's own metrics, those of metrics.jsonl)."""
-    import difflib
-    from dataclasses import fields as dataclass_fields
-
-    known = {f.name for f in dataclass_fields(GRPOConfig)}
-    ours = {trl: name for name, trl in TRL_FIELDS.items()}
-    for key in options:
-        if key in ours:
-            raise ConfigurationError(f"trl_options: set {key} with --{ours[key].replace('_', '-')}, not trl_options")
-        if key in FIXED_FROM_FLAGS:
-            raise ConfigurationError(f"trl_options: {key} follows {FIXED_FROM_FLAGS[key]}; set that instead")
-        if key in fixed and key not in TRL_OPTIONS_ALLOWED:
-            raise ConfigurationError(f"trl_options: {key} is decided by the trainer (its batching, rollouts or "
-                             "checkpoints; see skillrise_train/trainer.py trainer_fixed_trl_args) and cannot be set")
-        if key in TRL_OPTIONS_REFUSED:
-            raise ConfigurationError(f"trl_options: {key} cannot be set: {TRL_OPTIONS_REFUSED[key]}")
-        if key not in known:
-            near = difflib.get_close_matches(key, known, n=1)
-            hint = f" (did you mean {near[0]}?)" if near else ""
-            raise ConfigurationError(f"trl_options: {key!r} is not a GRPOConfig field{hint}")
-    kwargs = options.get("generation_kwargs")
-    if kwargs is not None:
-        if not isinstance(kwargs, dict):
-            raise ConfigurationError(f"trl_options: generation_kwargs must be a JSON object, got {kwargs!r}")
-        for key in kwargs:
-            if key in GENERATION_KWARGS_REFUSED:
-                instead = GENERATION_KWARGS_REFUSED[key]
-                raise ConfigurationError(
-                    f"trl_options: generation_kwargs.{key} would override " + (f"{instead}; set that instead" if instead
-                    else "the trainer's seeded sampler (skillrise_train/sampling.py), which decides it"))
-    limit = options.get("save_total_limit")
-    if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
-        raise ConfigurationError(f"trl_options: save_total_limit must be a whole number >= 1 (complete checkpoints "
-                                 f"kept), got {limit!r}")
-    if "report_to" in options:
-        check_report_to(options["report_to"])
-
-
-def check_report_to(report_to: Any) -> None:
-    """trl_options' `report_to` (transformers' logging integrations: "tensorboard", "wandb", a list, "all",
-    "none"): every one named must be known and its package installed, else a one-line ConfigurationError
-    naming the package to install."""
-    import importlib.util
-
-    from transformers.integrations import integration_utils
-
-    names = [report_to] if isinstance(report_to, str) else report_to
-    if not isinstance(names, list) or not all(isinstance(name, str) for name in names):
-        raise ConfigurationError(f"trl_options: report_to must be a name or a list of names, got {report_to!r}")
-    known = integration_utils.INTEGRATION_TO_CALLBACK
-    available = set(integration_utils.get_available_reporting_integrations())
-    for name in names:
-        if name in ("none", "all") and len(names) == 1:
-            continue
-        if name not in known:
-            raise ConfigurationError(f"trl_options: report_to {name!r} is not a logging integration of transformers "
-                                     f"(known: {', '.join(sorted(known))}, or none)")
-        package = REPORT_PACKAGES.get(name, name)
-        if name not in available and importlib.util.find_spec(package.replace("-", "_")) is None:
-            raise ConfigurationError(f"trl_options: report_to {name!r} needs the {package} package, which is not "
-                                     f"installed: pip install {package}")
 
 
 class SkillRiseTrainer(GRPOAdapter):
@@ -400,7 +200,6 @@ class SkillRiseTrainer(GRPOAdapter):
     def from_config(cls, config: TrainConfig, callbacks: list | None = None, **arg_overrides: Any) -> "SkillRiseTrainer":
         """Model, tokenizer, envs and TRL arguments from a TrainConfig (what the CLI runs)."""
         from skillrise_gym.models import load_model_and_tokenizer
-        from skillrise_train.rollout import default_splits
 
         check_trl_version()
         args = make_grpo_config(config, **arg_overrides)
@@ -408,10 +207,11 @@ class SkillRiseTrainer(GRPOAdapter):
 
         # the finite check runs before the save, the completion marker after it (checkpoints.py)
         callbacks = list(callbacks or []) + [FiniteWeightsCallback(), completion_callback()]
+        threads = str(torch.get_num_threads())
         if not torch.cuda.is_available():
             from skillrise_gym.models import set_torch_threads
 
-            set_torch_threads(config.threads)  # 0: by the cores and the load (models.auto_threads)
+            threads = set_torch_threads(config.threads)  # 0: by the cores and the load (models.auto_threads)
         model, tokenizer = load_model_and_tokenizer(config.model)
         peft_config = None
         if config.lora:
@@ -423,18 +223,12 @@ class SkillRiseTrainer(GRPOAdapter):
             )
         backend_options = dict(config.backend_options)
         prompt_style = resolve_prompt_style(config.prompt_style, model)
-        rollout = RolloutEngine(
-            config.env, config.algo, config.K, config.G, config.S,
-            config.train_split or default_splits(config.env)[0], config.max_task_steps,
-            success_reward=config.success_reward, seed=config.seed, workers=config.env_workers,
-            env_timeout=config.env_timeout, envs=config.envs, ray_address=config.ray_address,
-            ray_num_cpus=config.ray_num_cpus, ray_memory=config.ray_memory,
-            overlap=config.overlap, overlap_wait=config.overlap_wait,
-            backend_options=backend_options, generation_batch=config.generation_batch,
-            rank=args.process_index, world_size=args.world_size, prompt_style=prompt_style,
-        )
+        rollout = RolloutEngine.from_train_config(config, prompt_style=prompt_style,
+                                                  ranks=Ranks(args.process_index, args.world_size))
         try:
-            return cls(config, model, tokenizer, rollout, args=args, peft_config=peft_config, callbacks=callbacks)
+            trainer = cls(config, model, tokenizer, rollout, args=args, peft_config=peft_config, callbacks=callbacks)
+            trainer.torch_threads = threads  # and how they were chosen: the run's first line shows it
+            return trainer
         except BaseException:
             rollout.close()
             raise
@@ -448,15 +242,10 @@ class SkillRiseTrainer(GRPOAdapter):
 
     def warm_start(self) -> list[float]:
         """Supervised format warm start (warmstart.py) on prompts of this run's own envs and prompt style."""
-        from skillrise_gym.env import SequenceEnv
         from skillrise_train.warmstart import format_examples, warm_start
 
         c = self.config
-        env = SequenceEnv(  # the run's own episodes (lamer: attempts with reflections)
-            backend=c.env, split=self.rollout.split, max_task_steps=c.max_task_steps,
-            backend_options=self.rollout.backend_options, prompt_style=self.rollout.prompt_style,
-            **self.rollout.episode,
-        )
+        env = self.rollout.sequence_env()  # the run's own episodes (lamer: attempts with reflections)
         try:
             examples = format_examples(env, c.warmstart_sequences, seed=c.seed, reading=c.warmstart_reading,
                                        documents=c.warmstart_documents)
@@ -465,7 +254,7 @@ class SkillRiseTrainer(GRPOAdapter):
         losses = warm_start(self.model, self.processing_class, self.encode_prompt, examples, c.warmstart_steps,
                             batch_size=c.warmstart_batch, lr=c.warmstart_lr, seed=c.seed)
         self.warmstart_losses = losses
-        if c.algo == "skillrise":  # what it taught, on sequences it did not train on
+        if self.rollout.algorithm.writes_skills:  # what it taught, on sequences it did not train on
             self.warmstart_check = self.check_warm_start()
         return losses
 
@@ -475,12 +264,10 @@ class SkillRiseTrainer(GRPOAdapter):
         answers; printed, and written to output_dir/warmstart.json."""
         from pathlib import Path
 
-        from skillrise_gym.env import SequenceEnv
         from skillrise_train.warmstart import check_format, greedy_answerer
 
         c = self.config
-        env = SequenceEnv(backend=c.env, K=self.rollout.K, split=self.rollout.split, max_task_steps=c.max_task_steps,
-                          backend_options=self.rollout.backend_options, prompt_style=self.rollout.prompt_style)
+        env = self.rollout.sequence_env()  # K tasks of a family (only skill-writing algorithms are checked)
         was_training = self.model.training
         self.model.eval()
         try:
@@ -577,27 +364,11 @@ class SkillRiseTrainer(GRPOAdapter):
                                                                         sampler_logps=None)
                                                     for s in local.samples])
         result = merge_results(self.ranks.gather(light), plans)
-        tags = [s.tag for s in result.samples]
-        if self.config.algo == "lamer":
-            returns, advantages = lamer_credit(
-                tags, result.task_rewards, gamma=self.config.gamma, mode=self.config.advantage_mode,
-                invalid_penalty=self.config.invalid_penalty,
-            )
-        elif self.config.algo == "gigpo":
-            returns, advantages = gigpo_advantages(
-                tags, result.task_rewards, step_gamma=self.config.step_gamma,
-                step_weight=self.config.step_advantage_weight, mode=self.config.advantage_mode,
-                invalid_penalty=self.config.invalid_penalty,
-            )
-        else:
-            returns, advantages = assign_credit(
-                tags, result.task_rewards, gamma=self.config.gamma, mode=self.config.advantage_mode,
-                invalid_penalty=self.config.invalid_penalty, curate_credit=self.config.curate_credit,
-            )
+        returns, advantages = self.rollout.algorithm.credit(result, self.config)
         self.last_rollout = result
         self.last_stats = rollout_stats(result, advantages, self.config.K)
-        local_tags = [s.tag for s in local.samples]
-        trained = trained_turns(local_tags, self.config.curate_credit)  # curate credit "none": solve turns only
+        # curate credit "none": solve turns only
+        trained = self.rollout.algorithm.trained_turns([s.turn for s in local.samples], self.config)
         # per process: rows trained and generation calls made (every process must agree on the collectives)
         counts = self.ranks.gather((len(trained), calls[0]))
         self.last_stats.update({
@@ -762,3 +533,24 @@ class SkillRiseTrainer(GRPOAdapter):
                 f"--lr or float32."
             )
         return loss
+
+
+def save_warm_started(config: Any, out_dir: str) -> str:
+    """Run `config`'s format warm start alone (no RL step) and save the model and tokenizer to `out_dir`, a
+    model folder that `--model` accepts: the shared starting point of experiment arms, and the 'untrained'
+    policy they are compared with. Returns `out_dir`."""
+    import shutil
+    from dataclasses import replace
+    from pathlib import Path
+
+    if config.warmstart_steps < 1:
+        raise ValueError("save_warm_started needs warmstart_steps >= 1")
+    scratch = Path(str(out_dir) + ".tmp")
+    trainer = SkillRiseTrainer.from_config(replace(config, steps=1, record_turns=False, output_dir=str(scratch)))
+    try:
+        trainer.warm_start()
+        trainer.save_model(str(out_dir))
+    finally:
+        trainer.rollout.close()
+        shutil.rmtree(scratch, ignore_errors=True)
+    return str(out_dir)

@@ -55,8 +55,8 @@ __all__ = ["BATCH_KEYS", "GRPOAdapter", "GRPOConfig", "TRL_VERSIONS", "check_trl
 
 def sampler_copy(model: Any, dtype: torch.dtype) -> Any:
     """A frozen copy of `model` (its LoRA adapters merged, as inside `generation_weights`) in `dtype`, for
-    generation only: on CPUs with bfloat16 matrix units the main job's generation runs 1.4-1.6x faster than
-    in float32 (docs/train.md, "CPU generation and update"); the update still scores in the policy's own dtype, with the copy's
+    generation only (on CPUs with bfloat16 matrix units it generates faster: docs/train.md, "CPU generation
+    and update", has the figures); the update still scores in the policy's own dtype, with the copy's
     log-probs as the old policy's (the trainer's "Batching")."""
     copy_ = copy.deepcopy(model)
     for module in copy_.modules():

@@ -15,10 +15,9 @@ training sequences with a format agent that knows nothing about what is right:
   sentence and clause marks (. , : ; ! ?); at most `DOCUMENT_CLAUSES` clauses, the oldest dropped first.
 - With `documents="several"`, SOLVE turns read a document of several clauses by the clause about their
   task: when clauses name different actions, the one sharing words with the task's own wording decides
-  (`named_action`); and half the reading notes hold several rules (below). Measured: with "several" the
-  transfer test at one rule per family (R=1) did not learn (held-out position 1: 0.38 after the warm start,
-  0.35 after RL, seed 0), so "one" stays the default; at R=2 "several" reaches the latest-rule level
-  (README, "Two rules per family").
+  (`named_action`); and half the reading notes hold several rules (below). "one" stays the default: with
+  "several" the transfer test at one rule per family did not learn (README, "Two rules per family", has
+  what each setting measured).
 - Reading examples (`reading` per sequence, carry mode skill): the sequence's first SOLVE prompt again, with
   a note as its document, clauses from *other* tasks' trajectories: one that names an admissible action
   (sometimes joined with a clause that names none), or, with "several", half the time several naming
@@ -33,15 +32,12 @@ credit rewards it. The warm-started policy is measured on its own (the "untraine
 benchmarks/transfer_experiment.py): its random-clause documents already name the right bin now and then.
 
 Why reading examples: without them a note naming an action is rare in the examples (a random clause of a
-first task), and the tiny model stayed at chance on notes (32.5% on three bins after 600 steps; with two
-reading examples per sequence: 100%, measured on held-out families). Targets end with the tokenizer's end of
+first task), and the tiny model stayed at chance on notes (figures: README, "Design"). Targets end with the tokenizer's end of
 sequence token so that generation stops after the closing tag.
 
 Why a decaying learning rate: with a constant one, which clause the model copies swung from checkpoint to
-checkpoint (greedy copy rate 0.17 <-> 1.0 every 150 steps, measured), so a fixed step count left some seeds
-without usable copies and RL with nothing to select: the transfer test failed for seed 1. Cosine decay
-settles the end of the warm start; with it seeds 0, 1 and 2 all learn (position 1: 0.44-0.51 after the warm
-start, 1.00 after 40 RL steps). `check_format` measures what a warm start taught (the trainer prints it).
+checkpoint, so a fixed step count left some seeds without usable copies and RL with nothing to select.
+Cosine decay settles the end of the warm start (figures: README, "Transfer"). `check_format` measures what a warm start taught (the trainer prints it).
 """
 
 from __future__ import annotations
@@ -411,26 +407,3 @@ def warm_start(
         losses.append(float(out.loss.detach()))
     model.train(was_training)
     return losses
-
-
-def save_warm_started(config: Any, out_dir: str) -> str:
-    """Run `config`'s format warm start alone (no RL step) and save the model and tokenizer to `out_dir`, a
-    model folder that `--model` accepts: the shared starting point of experiment arms, and the 'untrained'
-    policy they are compared with. Returns `out_dir`."""
-    import shutil
-    from dataclasses import replace
-    from pathlib import Path
-
-    from skillrise_train.trainer import SkillRiseTrainer
-
-    if config.warmstart_steps < 1:
-        raise ValueError("save_warm_started needs warmstart_steps >= 1")
-    scratch = Path(str(out_dir) + ".tmp")
-    trainer = SkillRiseTrainer.from_config(replace(config, steps=1, record_turns=False, output_dir=str(scratch)))
-    try:
-        trainer.warm_start()
-        trainer.save_model(str(out_dir))
-    finally:
-        trainer.rollout.close()
-        shutil.rmtree(scratch, ignore_errors=True)
-    return str(out_dir)

@@ -250,3 +250,43 @@ def test_the_reading_probe_runs_and_appends_its_row(tmp_path, monkeypatch):
     assert len(rows) == 2 and rows[0]["examples"] > 0 and rows[0]["command"].endswith("--steps 2 --sequences 3")
     # two steps teach no format: the check's own play may reveal no rule to build notes of several from
     assert rows[0]["follow_several"] is None or 0.0 <= rows[0]["follow_several"] <= 1.0
+
+
+def test_transfer_experiment_passes_its_pretrained_model_flags_on(tmp_path, monkeypatch):
+    """--warmstart-lr/--warmstart-batch/--lora reach the warm start, --dtype the arms' training (a bf16 sampler
+    copy and an autocast update) and the evaluation's agent, --eval-carry the carry modes evaluated."""
+    import importlib.util
+    import sys
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parent.parent / "benchmarks" / "transfer_experiment.py"
+    spec = importlib.util.spec_from_file_location("transfer_experiment_flags", path)
+    module = importlib.util.module_from_spec(spec)
+    monkeypatch.setitem(sys.modules, spec.name, module)
+    spec.loader.exec_module(module)
+    seen = {}
+    monkeypatch.setattr(module, "run_seed", lambda p, work, args, log, shared: seen.setdefault("preset", p) and {
+        "preset": {}, "arms": {}, "evaluations": {}, "ceilings": {}})
+    monkeypatch.setattr(module, "markdown", lambda report: "")
+    monkeypatch.setattr(module, "plots", lambda report: [])
+    assert module.main(["--model", "smollm2-135m-instruct", "--lora", "--warmstart-lr", "1e-3", "--warmstart-batch", "8",
+                        "--dtype", "bfloat16", "--eval-carry", "skill", "none", "--work-dir", str(tmp_path / "w"),
+                        "--results-dir", str(tmp_path / "r")]) == 0
+    p = seen["preset"]
+    assert (p.lora, p.warmstart_lr, p.warmstart_batch, p.dtype, p.eval_carry) == (True, 1e-3, 8, "bfloat16",
+                                                                                  ["skill", "none"])
+    assert module.Preset().eval_carry == ["skill", "none", "reflect"] and module.Preset().dtype == "float32"
+    with pytest.raises(SystemExit):  # a carry mode that does not exist
+        module.main(["--eval-carry", "rules", "--work-dir", str(tmp_path / "w")])
+    from skillrise_train import cli
+
+    configs = []
+    monkeypatch.setattr(cli, "run", lambda config: configs.append(config))
+    with pytest.raises(FileNotFoundError):  # no metrics.jsonl: the stubbed run wrote nothing
+        module.train_arm("skillrise", "tiny", p, tmp_path / "arms", print)
+    assert configs[0].generation_dtype == "bfloat16" and configs[0].bf16 and configs[0].lora
+    import skillrise_gym.agents.hf_agent as hf_agent
+
+    monkeypatch.setattr(hf_agent, "HFAgent", lambda config: config)
+    assert module.policy_agent("some/model", p).dtype == "bfloat16"
+    assert module.policy_agent("some/model", module.Preset()).dtype is None  # float32: the agent's default

@@ -230,7 +230,7 @@ def test_a_dead_worker_costs_only_a_replay_of_the_sequences_in_flight(tmp_path):
 
 def test_a_worker_that_keeps_dying_stops_the_run_resumably(tmp_path):
     from skillrise_gym.bench.runner import BenchConfig, run_bench
-    from skillrise_gym.vector import WorkerError
+    from skillrise_gym.pools import WorkerError
 
     config = BenchConfig(env="toy", out=str(tmp_path / "run"), K=[3], num_sequences=3, workers=1, parallel=1,
                          progress=False, plots=False, max_attempts=2)

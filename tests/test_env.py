@@ -277,6 +277,7 @@ def test_every_registered_id_makes_without_starting_its_engine(env_id):
     """Construction is cheap and validates arguments; the engine starts at the first reset."""
     env = gym.make(env_id, K=2)
     assert env.unwrapped._backend is None
+    assert env.unwrapped.benchmark == skillrise_gym.ENV_IDS[env_id]  # the backend of its row in benchmarks.TABLE
     with pytest.raises(ValueError, match="unknown split"):
         gym.make(env_id, split="no-such-split")
     env.close()

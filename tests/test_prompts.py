@@ -133,3 +133,24 @@ def test_huge_observations_are_cut_in_the_middle():
 def test_unknown_benchmark_profile():
     with pytest.raises(ValueError, match="no prompt profile"):
         prompts.solve_prompt("nethack", skill_document="", task="t", observation="o")
+
+
+def test_the_carry_mode_decides_how_the_carried_text_is_shown():
+    """The env says which carry mode a document belongs to; its text does not."""
+    experience = prompts.render_experience([prompts.Reflection(0, "fam", True, "look first")])
+    reflect = prompts.solve_prompt("alfworld", skill_document=experience, task="t", observation="o", carry="reflect")
+    assert prompts.EXPERIENCE_HEADING in reflect and "## Current Skill Document" not in reflect
+    # a skill document that happens to start like the reflections' heading is still a skill document
+    skill = prompts.solve_prompt("alfworld", skill_document=experience, task="t", observation="o")
+    assert "## Current Skill Document" in skill and prompts.EXPERIENCE_HEADING in skill
+    with pytest.raises(ValueError, match="unknown carry mode"):
+        prompts.solve_prompt("alfworld", skill_document="", task="t", observation="o", carry="memory")
+
+
+@pytest.mark.parametrize("style", prompts.STYLES)
+def test_the_example_action_without_a_list_is_the_profiles(style, monkeypatch):
+    import dataclasses
+
+    monkeypatch.setitem(prompts.PROFILES, "toy", dataclasses.replace(prompts.PROFILES["toy"], action_example="wave"))
+    text = prompts.solve_prompt("toy", skill_document="", task="t", observation="o", style=style)
+    assert "<action>wave</action>" in text

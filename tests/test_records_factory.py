@@ -10,7 +10,9 @@ from pathlib import Path
 from skillrise_gym.agents.base import Agent, AgentOutput
 from skillrise_gym.bench.runner import BenchConfig, run_bench
 from skillrise_gym.records import Turn, read_turns, turn_from_step
-from skillrise_train.rollout import Completion, RolloutEngine
+from skillrise_train.rollout import RolloutEngine
+from skillrise_train.samples import Completion
+from skillrise_train.rollout_setup import RolloutConfig
 
 #: answers that serve both roles: the first <action> pair is the command, the last <skill> pair the document
 ANSWERS = (
@@ -50,7 +52,7 @@ def test_a_bench_turn_and_a_trainer_turn_for_the_same_step_are_equal(tmp_path: P
                           progress=False, plots=False), PromptAgent())
     bench = read_turns(out / "turns.jsonl")
 
-    engine = RolloutEngine("rulebook", "skillrise", 3, 1, 1, "train", None, seed=5)
+    engine = RolloutEngine(RolloutConfig("rulebook", "skillrise", K=3, G=1, S=1, seed=5))
     try:
         result = engine.play(engine.plan(engine.sequences(0, 1), tag="step0"), generate)
     finally:

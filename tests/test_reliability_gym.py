@@ -33,7 +33,7 @@ import numpy as np
 import pytest
 
 import skillrise_gym  # noqa: F401  (registers the ids)
-from skillrise_gym import ray_pool
+from skillrise_gym.pools import ray as ray_pool
 from skillrise_gym.backends import ConfigurationError, EngineError, MissingDependencyError
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -199,7 +199,7 @@ def test_a_gcs_is_let_through_to_ray(fake_ray, reply):
 
 SIGNALLED = textwrap.dedent("""
     import signal, sys
-    from skillrise_gym import ray_pool
+    from skillrise_gym.pools import ray as ray_pool
 
     def interrupt(signum, frame):
         raise KeyboardInterrupt(f"signal {signum}")
@@ -287,7 +287,7 @@ def test_a_ray_client_address_without_the_client_is_one_line_naming_the_extra(fa
 
 
 def test_actors_no_node_can_place_are_refused_before_any_is_made(monkeypatch):
-    from skillrise_gym.vector import env_fn
+    from skillrise_gym.pools import env_fn
 
     fake = FakeRay(nodes=[{"CPU": 2.0, "memory": 8e9}, {"CPU": 1.0, "memory": 3e10}])
     monkeypatch.setattr(ray_pool, "connect", lambda address=None: fake)

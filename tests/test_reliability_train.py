@@ -180,7 +180,7 @@ def test_rotate_keeps_the_newest_complete_checkpoints(tmp_path):
 def test_trl_options_that_would_be_ignored_override_a_flag_or_fail_later_are_refused(options, says):
     from skillrise_gym.backends.base import ConfigurationError
     from skillrise_train.config import TrainConfig
-    from skillrise_train.trainer import check_trl_options, trainer_fixed_trl_args
+    from skillrise_train.grpo_args import check_trl_options, trainer_fixed_trl_args
 
     fixed = set(trainer_fixed_trl_args(TrainConfig(env="toy"), True))
     with pytest.raises(ConfigurationError, match=says.replace("-", r"\-")):

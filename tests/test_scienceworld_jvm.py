@@ -206,7 +206,10 @@ def test_a_bad_heap_size_is_refused_when_the_env_is_made():
 def test_a_training_rollout_never_runs_more_jvms_than_its_envs(overlap):
     """Issue 13: a step of 4 trials on a pool of N=2 envs in a worker process starts two JVMs, counted as
     java processes below this one at every generation call, each reused by the trials its env plays."""
-    from skillrise_train.rollout import Completion, RolloutEngine
+    from skillrise_train.rollout import RolloutEngine
+    from skillrise_train.samples import Completion
+    from skillrise_train.rollout_setup import RolloutConfig
+    from skillrise_gym.pools import PoolConfig
 
     before = {p.pid for p in _java_children()}
     counts = []
@@ -215,8 +218,9 @@ def test_a_training_rollout_never_runs_more_jvms_than_its_envs(overlap):
         counts.append(len([p for p in _java_children() if p.pid not in before]))
         return [Completion([1], [1], "<action>look around</action>") for _ in prompts]  # K=1: solve turns only
 
-    rollout = RolloutEngine("scienceworld", "skillrise", 1, 2, 2, "train", 2, seed=0, workers=1, envs=2,
-                            env_timeout=300.0, overlap=overlap, backend_options={"tasks": ["boil"]})
+    rollout = RolloutEngine(RolloutConfig("scienceworld", "skillrise", K=1, G=2, S=2, max_task_steps=2, seed=0, envs=2,
+                                          pool=PoolConfig(workers=1, timeout=300.0), overlap=overlap,
+                                          backend_options={"tasks": ["boil"]}))
     try:
         plans = rollout.plan(rollout.sequences(0, 2), tag="jvm")
         result = rollout.play(plans, generate)

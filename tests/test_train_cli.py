@@ -52,9 +52,11 @@ def test_help_says_each_default_once(capsys):
 def test_unset_max_task_steps_means_each_backends_own_limit_in_training_and_evaluation():
     from skillrise_gym.backends import backend_class
     from skillrise_train.rollout import RolloutEngine
+    from skillrise_train.rollout_setup import RolloutConfig
+    from skillrise_gym.pools import PoolConfig
 
     assert TrainConfig().max_task_steps is None
-    engine = RolloutEngine("toy", "skillrise", 2, 1, 1, "train", None)
+    engine = RolloutEngine(RolloutConfig("toy", "skillrise", K=2, G=1, S=1))
     try:
         env = engine.pool.env_fns[0]()  # what every training env is built from
         assert env.unwrapped.max_task_steps == backend_class("toy").default_max_task_steps
@@ -72,9 +74,9 @@ def test_bad_config_values_are_rejected(capsys):
 
 
 def test_one_full_step_on_toy_writes_metrics_turns_and_checkpoint(tmp_path, capsys, monkeypatch):
-    import skillrise_train.rollout
+    import skillrise_train.pacing
 
-    monkeypatch.setattr(skillrise_train.rollout, "PROGRESS_SECONDS", 0.0)  # report after every round
+    monkeypatch.setattr(skillrise_train.pacing, "PROGRESS_SECONDS", 0.0)  # report after every round
     out = tmp_path / "run"
     code = main(["--env", "toy", *TINY, "--K", "2", "--G", "2", "--S", "2", "--steps", "1", "--max-task-steps", "2",
                  "--output-dir", str(out), "--eval-sequences", "1"])
@@ -345,9 +347,12 @@ def test_a_learning_rate_that_is_not_a_finite_positive_number_is_refused(capsys)
 def test_a_k1_task_that_fails_to_load_gives_no_turns_and_the_rollout_goes_on():
     from skillrise_gym.backends.toy import COLOURS, ToyBackend
     from skillrise_train.rollout import RolloutEngine
+    from skillrise_train.rollout_setup import RolloutConfig
+    from skillrise_gym.pools import PoolConfig
 
     failing = [t.id for t in ToyBackend().list_tasks("train") if t.family in COLOURS[: len(COLOURS) // 2]]
-    engine = RolloutEngine("toy", "grpo", 1, 2, 8, "train", 2, seed=0, backend_options={"fail_to_load": failing})
+    engine = RolloutEngine(RolloutConfig("toy", "grpo", K=1, G=2, S=8, max_task_steps=2, seed=0,
+                                         backend_options={"fail_to_load": failing}))
     try:
         sequences = engine.sequences(0, 8)
         plans = engine.plan(sequences, tag="t")
@@ -357,11 +362,11 @@ def test_a_k1_task_that_fails_to_load_gives_no_turns_and_the_rollout_goes_on():
     assert set(result.success) == {p.trial_id for p in plans}  # every trial ended, none hung or crashed
     broken = {p.trial_id for p in plans if p.task_ids[0] in failing}
     assert broken and all(result.success[t] == [False] for t in broken)
-    assert not {s.tag.trial for s in result.samples} & broken
+    assert not {s.turn.trial_id for s in result.samples} & broken
 
 
 def _look_completion():
-    from skillrise_train.rollout import Completion
+    from skillrise_train.samples import Completion
 
     return Completion([0], [0], "<action>look</action>", False)
 
@@ -372,10 +377,15 @@ def _play_toy(workers: int, kill_on_call: int | None = None, **options):
     generation call. (tests/test_train_rollout.py plays fewer envs than trials.)"""
     import signal
 
-    from skillrise_train.rollout import Completion, RolloutEngine
+    from skillrise_train.rollout import RolloutEngine
 
-    engine = RolloutEngine("toy", "skillrise", 2, 2, 2, "train", 2, seed=0, workers=workers, env_timeout=2.0,
-                           backend_options=options, envs=4)
+    from skillrise_train.samples import Completion
+    from skillrise_train.rollout_setup import RolloutConfig
+    from skillrise_gym.pools import PoolConfig
+
+    engine = RolloutEngine(RolloutConfig("toy", "skillrise", K=2, G=2, S=2, max_task_steps=2, seed=0,
+                                         pool=PoolConfig(workers=workers, timeout=2.0 if workers else None),
+                                         backend_options=options, envs=4))
     calls = {"n": 0}
 
     def generate(prompts, prefixes, seeds=None):
@@ -406,8 +416,10 @@ def test_a_killed_env_worker_mid_rollout_is_replaced_and_its_trials_replayed():
 
 def test_a_hung_env_worker_is_replaced_and_its_trials_dropped_with_a_reason_never_a_hang(caplog):
     from skillrise_train.rollout import RolloutEngine
+    from skillrise_train.rollout_setup import RolloutConfig
+    from skillrise_gym.pools import PoolConfig
 
-    probe = RolloutEngine("toy", "skillrise", 2, 2, 2, "train", 2, seed=0)
+    probe = RolloutEngine(RolloutConfig("toy", "skillrise", K=2, G=2, S=2, max_task_steps=2, seed=0))
     try:
         first, second = probe.sequences(0, 2)
     finally:
@@ -418,7 +430,7 @@ def test_a_hung_env_worker_is_replaced_and_its_trials_dropped_with_a_reason_neve
     hung = {p.trial_id for p in plans if hang in p.task_ids}
     assert hung and set(result.dropped) >= hung
     assert all("died or hung 2 times" in reason for reason in result.dropped.values())
-    assert not {s.tag.trial for s in result.samples} & set(result.dropped)
+    assert not {s.turn.trial_id for s in result.samples} & set(result.dropped)
     for plan in plans:  # every trial not dropped played to its end
         if plan.trial_id not in result.dropped:
             assert len(result.success[plan.trial_id]) == 2

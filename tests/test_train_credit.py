@@ -216,7 +216,7 @@ def test_anchor_groups_never_cross_tasks_or_task_groups():
 
 
 def test_the_anchor_key_is_the_state_not_the_prompt():
-    from skillrise_train.rollout import anchor_key
+    from skillrise_train.credit import anchor_key
 
     one = {"observation": "You are in the kitchen.", "admissible_actions": ["go north", "look"], "prompt": "step 3 ..."}
     two = {**one, "prompt": "step 7 ...", "skill_document": "other notes"}

@@ -127,7 +127,7 @@ def _lines(path: Path) -> list[dict]:
 def warm_model(tmp_path_factory) -> str:
     """The tiny model after the format warm start: well-formed answers, some tasks solved early, some not."""
     from skillrise_train.config import TrainConfig
-    from skillrise_train.warmstart import save_warm_started
+    from skillrise_train.trainer import save_warm_started
 
     out = tmp_path_factory.mktemp("warm") / "model"
     config = TrainConfig(env="rulebook", model="tiny", lora=False, K=2, G=2, S=2, lr=1e-3, max_task_steps=3,

@@ -16,7 +16,9 @@ import pytest
 from skillrise_gym.env import SequenceEnv
 from skillrise_train.config import TrainConfig
 from skillrise_train.credit import CURATE, SOLVE, TurnTag, lamer_credit, lamer_returns
-from skillrise_train.rollout import Completion, RolloutEngine
+from skillrise_train.rollout import RolloutEngine
+from skillrise_train.samples import Completion
+from skillrise_train.rollout_setup import RolloutConfig
 
 K, G, S = 3, 2, 3
 
@@ -91,7 +93,7 @@ def _generate(prompts, prefixes, seeds=None):
 def lamer_rollout():
     outcomes = {}
     for envs in (1, 4):
-        rollout = RolloutEngine("toy", "lamer", K, G, S, "train", 3, seed=9, envs=envs)
+        rollout = RolloutEngine(RolloutConfig("toy", "lamer", K=K, G=G, S=S, max_task_steps=3, seed=9, envs=envs))
         try:
             plans = rollout.plan(rollout.sequences(0, S), tag="step0")
             result = rollout.play(plans, _generate, step=0)
@@ -129,7 +131,7 @@ def test_the_lamer_rollout_plays_attempts_with_reflections_and_stops_at_a_succes
     assert any(result.task_rewards[p.trial_id][0] == 0 and max(result.task_rewards[p.trial_id]) > 0 for p in plans), \
         "no trial solved a later attempt after failing the first"
     # the credit the trainer computes, recomputed here from the rewards by the formula
-    tags = [s.tag for s in result.samples]
+    tags = result.tags(10.0)
     returns, _ = lamer_credit(tags, result.task_rewards, gamma=0.6)
     for tag, value in zip(tags, returns):
         r = result.task_rewards[tag.trial]
@@ -188,10 +190,10 @@ def test_one_lamer_training_step_with_evaluation(tmp_path):
 def test_the_warm_start_teaches_reflections_for_lamer():
     """With --algo lamer the format warm start plays the run's own episodes (attempts at one task): its
     between-attempt targets are <remark> reflections of one trajectory clause, on reflect prompts."""
-    from skillrise_train.rollout import episode_settings
+    from skillrise_train.algorithms import algorithm
     from skillrise_train.warmstart import format_examples
 
-    env = SequenceEnv("toy", max_task_steps=2, **episode_settings("lamer", 3))
+    env = SequenceEnv("toy", max_task_steps=2, **algorithm("lamer").episode(3))
     try:
         examples = format_examples(env, 6, seed=0)
     finally:
@@ -204,7 +206,7 @@ def test_the_warm_start_teaches_reflections_for_lamer():
     from skillrise_gym.prompts import action_answer
     from skillrise_train.warmstart import named_action, reflection_reading_examples
 
-    env = SequenceEnv("toy", max_task_steps=2, **episode_settings("lamer", 3))
+    env = SequenceEnv("toy", max_task_steps=2, **algorithm("lamer").episode(3))
     try:
         obs, info = env.reset(seed=1)
         actions = list(obs["admissible_actions"])

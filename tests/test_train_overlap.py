@@ -9,9 +9,9 @@ import time
 
 import pytest
 
-from skillrise_gym.vector import EnvPool, WorkerError, env_fn
+from skillrise_gym.pools import EnvPool, WorkerError, env_fn
 from skillrise_train.config import TrainConfig
-from skillrise_train.rollout import _Pacer
+from skillrise_train.pacing import Pacer as _Pacer
 from test_train_rollout import (G, K, S, assert_nothing_lost_or_duplicated, credit, engine, generate, kill_worker,
                                 play, play_killing, turns, undisturbed)
 

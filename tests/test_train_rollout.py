@@ -9,8 +9,11 @@ import zlib
 import pytest
 
 from skillrise_train.config import TrainConfig
+from skillrise_gym.pools import PoolConfig
 from skillrise_train.credit import assign_credit, gigpo_advantages
-from skillrise_train.rollout import Completion, RolloutEngine, pool_size
+from skillrise_train.rollout import RolloutEngine
+from skillrise_train.rollout_setup import RolloutConfig, pool_size
+from skillrise_train.samples import Completion
 
 K, G, S = 2, 2, 3  # SkillRise: 6 trials a step; GRPO and GiGPO: 12
 
@@ -34,8 +37,10 @@ def generate(prompts, prefixes, seeds=None):
     return [Completion([zlib.crc32(p.encode()) % 1000], [len(p) % 7], pre + answer(p)) for p, pre in zip(prompts, prefixes)]
 
 
-def engine(algo: str, envs: int, workers: int = 0, **kwargs) -> RolloutEngine:
-    return RolloutEngine("toy", algo, K, G, S, "train", 4, seed=7, workers=workers, envs=envs, **kwargs)
+def engine(algo: str, envs: int, workers: int = 0, env_timeout: float | None = None, **kwargs) -> RolloutEngine:
+    pool = PoolConfig(workers=workers, timeout=env_timeout if workers else None)
+    return RolloutEngine(RolloutConfig("toy", algo, K=K, G=G, S=S, max_task_steps=4, seed=7, envs=envs, pool=pool,
+                                       **kwargs))
 
 
 def play(rollout: RolloutEngine, step: int = 0, generate=generate):
@@ -55,11 +60,11 @@ def undisturbed(algo: str, envs: int, **kwargs):
 def turns(result):
     """Everything a sample carries that training or the records use, in the result's order."""
     return [(s.turn.trial_id, s.turn.position, s.turn.role, s.turn.step_index, s.turn.prompt, s.turn.response,
-             s.turn.reward, s.turn.success, s.tag, s.prompt_ids, s.completion_ids) for s in result.samples]
+             s.turn.reward, s.turn.success, s.anchor, s.prompt_ids, s.completion_ids) for s in result.samples]
 
 
 def credit(algo: str, result):
-    tags = [s.tag for s in result.samples]
+    tags = result.tags(10.0)
     if algo == "gigpo":
         returns, advantages = gigpo_advantages(tags, result.task_rewards)
     else:
@@ -112,8 +117,8 @@ def test_samples_come_in_lockstep_order_whatever_the_number_of_envs():
     seen: dict[str, int] = {}
     keys = []
     for sample in result.samples:
-        keys.append((seen.setdefault(sample.tag.trial, 0), order.index(sample.tag.trial)))
-        seen[sample.tag.trial] += 1
+        keys.append((seen.setdefault(sample.turn.trial_id, 0), order.index(sample.turn.trial_id)))
+        seen[sample.turn.trial_id] += 1
     assert keys == sorted(keys) and list(result.success) == order
 
 
@@ -248,7 +253,7 @@ def test_a_worker_lost_while_an_env_takes_a_new_trial_restarts_its_other_env_too
 
 
 def test_pool_size_is_bounded_by_the_trials_and_for_jvms_the_memory(monkeypatch):
-    import skillrise_train.rollout as rollout_module
+    import skillrise_train.rollout_setup as rollout_module
 
     assert rollout_module.available_memory() > 0  # this machine says how much memory is available
     with pytest.raises(ValueError, match="envs must be >= 0"):

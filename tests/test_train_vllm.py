@@ -60,13 +60,13 @@ class StandInLLM:
 def stand_in_vllm(monkeypatch):
     import trl.generation.vllm_generation as vg
 
-    import skillrise_train.trainer as trainer_module
+    import skillrise_train.grpo_args as grpo_args
 
     StandInLLM.built = []
     monkeypatch.setattr(vg, "is_vllm_available", lambda *a, **k: True)
     monkeypatch.setattr(vg, "LLM", StandInLLM, raising=False)
     monkeypatch.setattr(vg, "SamplingParams", StandInSamplingParams, raising=False)
-    monkeypatch.setattr(trainer_module, "check_vllm_installed", lambda: None)
+    monkeypatch.setattr(grpo_args, "check_vllm_installed", lambda: None)
     return StandInLLM
 
 
@@ -131,7 +131,7 @@ def test_vllm_settings_the_trainer_cannot_run_are_one_line_errors_before_the_mod
     assert main([*out, "--use-vllm"]) == 2
     error = capsys.readouterr().err.strip()
     assert "pip install 'skillrise-gym[vllm]'" in error and "Traceback" not in error and len(error.splitlines()) == 1
-    monkeypatch.setattr("skillrise_train.trainer.check_vllm_installed", lambda: None)
+    monkeypatch.setattr("skillrise_train.grpo_args.check_vllm_installed", lambda: None)
     assert main([*out, "--use-vllm", "--trl-options", '{"vllm_tensor_parallel_size": 2}']) == 2
     assert "vllm_tensor_parallel_size" in capsys.readouterr().err
     assert main([*out, "--use-vllm", "--trl-options", '{"vllm_mode": "server"}']) == 2

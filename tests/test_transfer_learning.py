@@ -38,7 +38,7 @@ EVAL_SEQUENCES = 100
 @pytest.fixture(scope="module", params=[0, 1], ids=lambda seed: f"seed{seed}")
 def warm_started(request, tmp_path_factory) -> tuple[int, str]:
     from skillrise_train.config import TrainConfig
-    from skillrise_train.warmstart import save_warm_started
+    from skillrise_train.trainer import save_warm_started
 
     seed = request.param
     config = TrainConfig(model="tiny", warmstart_steps=600, warmstart_sequences=1000, **{**COMMON, "seed": seed})

@@ -135,7 +135,7 @@ def test_every_trl_facing_field_names_a_grpo_config_field_and_reaches_it():
     from trl import GRPOConfig
 
     from skillrise_train.config import TRL_FIELDS, TrainConfig
-    from skillrise_train.trainer import make_grpo_config, trainer_fixed_trl_args
+    from skillrise_train.grpo_args import make_grpo_config, trainer_fixed_trl_args
 
     grpo = {f.name for f in dataclasses.fields(GRPOConfig)}
     mapping = TRL_FIELDS
@@ -154,7 +154,7 @@ def test_trl_options_set_other_grpo_config_fields_and_refuse_what_others_set():
     from skillrise_gym.backends.base import ConfigurationError
     from skillrise_train.cli import parse_config
     from skillrise_train.config import TrainConfig
-    from skillrise_train.trainer import make_grpo_config
+    from skillrise_train.grpo_args import make_grpo_config
 
     config = parse_config(["--env", "toy", "--trl-options", '{"lr_scheduler_type": "cosine", "warmup_steps": 3, '
                            '"adam_beta2": 0.98}'])

@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from skillrise_gym.vector import EnvPool, WorkerError, env_fn
+from skillrise_gym.pools import EnvPool, WorkerError, env_fn
 
 
 def play_all(pool, n):

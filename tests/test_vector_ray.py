@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from skillrise_gym.backends.base import ConfigurationError, MissingDependencyError
-from skillrise_gym.vector import EnvPool, WorkerError, env_fn
+from skillrise_gym.pools import EnvPool, WorkerError, env_fn
 from test_vector import play_all  # noqa: E402  (the same driver as the in-process pool's tests)
 
 try:  # imported here, not under a test's capsys: Ray's log handler keeps the stream it first sees
@@ -32,7 +32,7 @@ NOWHERE = "127.0.0.1:1"  # nothing listens on port 1
 @pytest.fixture(scope="module")
 def ray_local():
     """One local Ray instance for the module, started as the pools start it (`connect("local")`)."""
-    from skillrise_gym.ray_pool import LOCAL_OBJECT_STORE_BYTES, connect
+    from skillrise_gym.pools.ray import LOCAL_OBJECT_STORE_BYTES, connect
 
     ray = connect("local")
     assert ray.cluster_resources()["object_store_memory"] <= LOCAL_OBJECT_STORE_BYTES
@@ -57,7 +57,7 @@ def bench_records(out: Path) -> tuple[list[dict], list[dict]]:
 # ---------------------------------------------------------------------------- without a cluster
 def test_without_ray_the_error_names_the_extra(monkeypatch, tmp_path, capsys):
     from skillrise_gym.bench.cli import main
-    from skillrise_gym.ray_pool import RayEnvPool
+    from skillrise_gym.pools import RayEnvPool
 
     monkeypatch.setitem(sys.modules, "ray", None)  # `import ray` fails as if it were not installed
     with pytest.raises(MissingDependencyError, match=r"pip install 'skillrise-gym\[ray\]'"):
@@ -69,13 +69,12 @@ def test_without_ray_the_error_names_the_extra(monkeypatch, tmp_path, capsys):
 
 def test_ray_settings_are_checked_before_anything_starts():
     from skillrise_gym.bench.runner import BenchConfig
-    from skillrise_gym.ray_pool import RayEnvPool
-    from skillrise_gym.vector import make_pool
+    from skillrise_gym.pools import PoolConfig, RayEnvPool, make_pool
 
     with pytest.raises(ValueError, match="at least one env"):
         RayEnvPool([])
     with pytest.raises(ValueError, match="need --ray-address"):
-        make_pool([env_fn("toy", K=1)], ray_num_cpus=1)
+        make_pool([env_fn("toy", K=1)], PoolConfig(ray_num_cpus=1))
     with pytest.raises(ValueError, match="need --ray-address"):
         BenchConfig(env="toy", out="unused", ray_memory=1e9)
     with pytest.raises(ValueError, match="--ray-num-cpus .* >= 0"):
@@ -96,7 +95,7 @@ def test_ray_settings_are_checked_before_anything_starts():
 @needs_ray
 def test_an_address_where_nothing_listens_is_refused_within_seconds(tmp_path, capsys):
     from skillrise_gym.bench.cli import main
-    from skillrise_gym.ray_pool import RayEnvPool
+    from skillrise_gym.pools import RayEnvPool
 
     ray.shutdown()  # a process already connected would use that connection
     started = time.monotonic()
@@ -135,7 +134,7 @@ def kill_and_wait(ray_module, actor, seconds: float = 60.0) -> None:
 
 @needs_ray
 def test_envs_on_ray_answer_as_in_process_and_lost_actors_are_replaced(ray_local):
-    from skillrise_gym.ray_pool import RayEnvPool
+    from skillrise_gym.pools import RayEnvPool
 
     fns = [env_fn("toy", K=2, max_task_steps=2, backend_options={"hang_on": ["blue-train-1"]}) for _ in range(3)]
     with EnvPool(fns, workers=0) as local, RayEnvPool(fns, address="local", timeout=60.0) as pool:
@@ -235,14 +234,17 @@ def test_a_rollout_on_ray_with_an_actor_killed_mid_rollout_loses_nothing_and_dup
     from test_train_rollout import G, K, S, assert_nothing_lost_or_duplicated, play, play_killing
 
     from skillrise_train.rollout import RolloutEngine
+    from skillrise_train.rollout_setup import RolloutConfig
+    from skillrise_gym.pools import PoolConfig
 
-    calm_engine = RolloutEngine("toy", "skillrise", K, G, S, "train", 4, seed=7, envs=3)  # EnvPool, in-process
+    calm_engine = RolloutEngine(RolloutConfig("toy", "skillrise", K=K, G=G, S=S, max_task_steps=4, seed=7, envs=3))  # in-process
     try:
         plans, calm = play(calm_engine)
     finally:
         calm_engine.close()
-    rollout = RolloutEngine("toy", "skillrise", K, G, S, "train", 4, seed=7, envs=3, ray_address="local",
-                            env_timeout=30.0, overlap=overlap, overlap_wait=0.0)
+    rollout = RolloutEngine(RolloutConfig("toy", "skillrise", K=K, G=G, S=S, max_task_steps=4, seed=7, envs=3,
+                                          pool=PoolConfig(ray_address="local", timeout=30.0), overlap=overlap,
+                                          overlap_wait=0.0))
     _plans, killed = play_killing(rollout, lambda: ray_local.kill(rollout.pool._actors[0]))
     assert killed.replayed == 1 and not killed.dropped  # one actor, one env, one trial restarted
     assert_nothing_lost_or_duplicated(plans, killed, calm)
@@ -265,7 +267,7 @@ def test_one_training_step_runs_on_ray(ray_local, tmp_path, capsys):
 
 @needs_ray
 def test_submitted_commands_on_ray_answer_as_in_process_and_a_hung_actor_times_out(ray_local):
-    from skillrise_gym.ray_pool import RayEnvPool
+    from skillrise_gym.pools import RayEnvPool
 
     fns = [env_fn("toy", K=2, max_task_steps=2, backend_options={"hang_on": ["blue-train-1"]}) for _ in range(2)]
     resets = {0: (0, {"task_ids": ["red-train-1", "red-train-2"]}), 1: (1, {"task_ids": ["blue-train-1", "blue-train-2"]})}
@@ -301,7 +303,7 @@ def test_a_jvm_that_cannot_start_inside_a_ray_actor_is_its_own_clear_error(ray_l
     to start, comes back as the same error as in this process (type and words), not as a lost actor."""
     pytest.importorskip("scienceworld")
     from skillrise_gym.backends.scienceworld import jvm
-    from skillrise_gym.ray_pool import RayEnvPool
+    from skillrise_gym.pools import RayEnvPool
 
     fn = env_fn("SkillRise-ScienceWorld-v0", K=1, backend_options={"tasks": ["boil"], **options})
     with RayEnvPool([fn], address="local", timeout=120.0) as pool:

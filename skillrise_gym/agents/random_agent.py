@@ -15,13 +15,11 @@ from typing import Any, ClassVar, Sequence
 import numpy as np
 
 from skillrise_gym.agents.base import Agent, AgentOutput, is_curate, keep_document, stable_seed
+from skillrise_gym.benchmarks import TABLE
 from skillrise_gym.prompts import action_answer
 
-FALLBACK_ACTIONS: dict[str, tuple[str, ...]] = {
-    "alfworld": ("look", "inventory"),
-    "scienceworld": ("look around", "inventory"),
-    "webshop": ("click[back to search]",),
-}
+#: benchmark -> its fallback commands (`benchmarks.TABLE`); the others get `DEFAULT_FALLBACK`
+FALLBACK_ACTIONS: dict[str, tuple[str, ...]] = {row.name: row.fallback_actions for row in TABLE if row.fallback_actions}
 DEFAULT_FALLBACK = ("look",)
 
 

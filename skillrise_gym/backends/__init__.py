@@ -22,17 +22,10 @@ from skillrise_gym.backends.base import (
     SkillRiseError,
     StepResult,
 )
+from skillrise_gym.benchmarks import TABLE
 
-#: name -> ("module:Class", optional extra that installs its engine)
-BACKENDS: dict[str, tuple[str, str | None]] = {
-    "alfworld": ("skillrise_gym.backends.alfworld:ALFWorldBackend", "alfworld"),
-    "webshop": ("skillrise_gym.backends.webshop:WebShopBackend", "webshop"),
-    "scienceworld": ("skillrise_gym.backends.scienceworld:ScienceWorldBackend", "scienceworld"),
-    # The transfer probe: generated families of hidden rules (no data files, no engine to install).
-    "rulebook": ("skillrise_gym.backends.rulebook:RulebookBackend", None),
-    # A tiny deterministic engine for unit tests of the layers above the backends, and for debugging.
-    "toy": ("skillrise_gym.backends.toy:ToyBackend", None),
-}
+#: name -> ("module:Class", optional extra that installs its engine), from `skillrise_gym.benchmarks.TABLE`
+BACKENDS: dict[str, tuple[str, str | None]] = {row.name: (row.backend, row.extra) for row in TABLE}
 
 
 def backend_class(name: str) -> type[Backend]:

@@ -26,11 +26,19 @@ from typing import Any, Sequence
 
 from skillrise_gym.agents.base import Agent
 from skillrise_gym.backends.base import ConfigurationError, DataNotFoundError, MissingDependencyError, SkillRiseError
-from skillrise_gym.bench.runner import ENVS, BenchConfig, run_bench
-from skillrise_gym.models import DTYPES
+from skillrise_gym.bench.runner import ENVS, BenchConfig, parse_backend_options, run_bench  # noqa: F401 (re-exported)
 from skillrise_gym.bench.store import OutputError, RunDirError
+from skillrise_gym.cli_fields import add_arguments, field_values, flag_fields
+from skillrise_gym.models import DTYPES
 
 EXIT_OK, EXIT_USAGE, EXIT_AGENT, EXIT_ENV, EXIT_OUTPUT, EXIT_INTERRUPTED = 0, 2, 3, 4, 5, 130
+
+#: where BenchConfig's flags appear in --help, in order ("env" first, then --agent): their names, defaults,
+#: types and help are the fields' (`BenchConfig`, `cli_fields.option`)
+MEASURE_FLAGS = ("K", "mode", "num_sequences", "split", "seed", "max_task_steps", "family", "backend_options",
+                 "carry", "prompt_style", "out")
+EXECUTION_FLAGS = ("workers", "parallel", "worker_timeout", "ray_address", "ray_num_cpus", "ray_memory", "progress",
+                   "plots")
 
 
 class _DefaultsOnceFormatter(argparse.HelpFormatter):
@@ -51,44 +59,16 @@ def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="skillrise-bench", description=__doc__.split("\n\n")[0],
                                 formatter_class=_DefaultsOnceFormatter)
     run = p.add_argument_group("what to measure")
-    run.add_argument("--env", required=True, choices=list(ENVS), help="benchmark (toy: the unit-test backend)")
+    add_arguments(run, BenchConfig, ["env"])
     run.add_argument("--agent", required=True, choices=["expert", "random", "openai", "hf"],
                      help="expert (the backend's scripted expert), random, openai (an OpenAI-compatible "
                      "server), hf (local transformers)")
-    run.add_argument("--K", type=int, nargs="+", default=[1, 2, 4, 6], help="sequence lengths")
-    run.add_argument("--mode", choices=["cross", "repeat"], default="cross",
-                     help="cross: K tasks of a family, easy to hard; repeat: one task K times (Pass@k)")
-    run.add_argument("--num-sequences", type=int, default=20, help="sequences per K")
-    run.add_argument("--split", default=None, help="backend split (default: the backend's first)")
-    run.add_argument("--seed", type=int, default=0, help="draws the sequences; seeds random agent and bootstrap")
-    run.add_argument("--max-task-steps", type=int, default=None, help="per-task step limit (default: backend's)")
-    run.add_argument("--family", default=None, help="draw only from this task family")
-    run.add_argument("--backend-option", action="append", default=[], metavar="KEY=VALUE",
-                     help="backend keyword argument (VALUE parsed as JSON when it can be); repeatable")
-    run.add_argument("--carry", nargs="+", default=["skill"], metavar="MODE",
-                     help="what crosses from task to task: skill (the curated document), none (nothing, no "
-                     "curate turn), reflect (per-task reflections); several modes play the same sequences, "
-                     "each in OUT/carry-MODE/, compared side by side in OUT")
-    run.add_argument("--prompt-style", default=None, metavar="STYLE",
-                     help="full (reason, then answer) or compact (answer only; small models); default: the backend's")
-    run.add_argument("--out", required=True, help="run directory (resumed when it exists)")
-
+    add_arguments(run, BenchConfig, MEASURE_FLAGS)
     exe = p.add_argument_group("execution")
-    exe.add_argument("--workers", type=int, default=1, help="env worker processes (0: in this process)")
-    exe.add_argument("--parallel", type=int, default=None,
-                     help="sequences in flight (default: max(workers, agent batch size))")
-    exe.add_argument("--worker-timeout", type=float, default=600.0, help="seconds per round before a worker is restarted")
-    exe.add_argument("--ray-address", default=None, metavar="ADDRESS",
-                     help="run each env in a Ray actor instead of --workers processes: local (a Ray instance on "
-                     "this machine) or a running cluster's address (host:port, ray://host:10001, auto); needs "
-                     "pip install 'skillrise-gym[ray]'")
-    exe.add_argument("--ray-num-cpus", type=float, default=None, metavar="N",
-                     help="with --ray-address: CPUs reserved per env (default: none held while it runs, as for "
-                     "any Ray actor)")
-    exe.add_argument("--ray-memory", type=float, default=None, metavar="BYTES",
-                     help="with --ray-address: memory reserved per env, e.g. 1.5e9 for a ScienceWorld JVM")
-    exe.add_argument("--no-progress", action="store_true", help="no progress bar")
-    exe.add_argument("--no-plots", action="store_true", help="no PNG plots")
+    add_arguments(exe, BenchConfig, EXECUTION_FLAGS)
+    unplaced = {f.name for f in flag_fields(BenchConfig)} - {"env", *MEASURE_FLAGS, *EXECUTION_FLAGS}
+    if unplaced:  # a BenchConfig field with a flag that --help would not list
+        raise RuntimeError(f"BenchConfig fields without a place among the flags: {sorted(unplaced)}")
 
     llm = p.add_argument_group("openai and hf agents")
     llm.add_argument("--model", default=None,
@@ -123,27 +103,6 @@ def build_parser() -> argparse.ArgumentParser:
                      help="hf: torch CPU threads (0, the default: the cores other work leaves free by the 1-minute "
                           "load average)")
     return p
-
-
-def parse_backend_options(items: Sequence[str]) -> dict[str, Any]:
-    """KEY=VALUE pairs; a VALUE is read as JSON (true, null, 3, "x"), else as a Python literal (False, None,
-    1e3, (1, 2)), else kept as the string it is."""
-    import ast
-
-    options: dict[str, Any] = {}
-    for item in items:
-        key, sep, value = item.partition("=")
-        key = key.strip()
-        if not sep or not key:
-            raise ValueError(f"--backend-option expects KEY=VALUE, got {item!r}")
-        try:
-            options[key] = json.loads(value)
-        except ValueError:
-            try:
-                options[key] = ast.literal_eval(value.strip())
-            except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
-                options[key] = value
-    return options
 
 
 def make_agent(args: argparse.Namespace, benchmark: str) -> Agent:
@@ -245,19 +204,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(message, file=sys.stderr, flush=True)
 
     try:
-        config = BenchConfig(
-            env=args.env, out=args.out, K=args.K, mode=args.mode, num_sequences=args.num_sequences,
-            split=args.split, seed=args.seed, workers=args.workers, parallel=args.parallel,
-            max_task_steps=args.max_task_steps, family=args.family,
-            backend_options=parse_backend_options(args.backend_option), worker_timeout=args.worker_timeout,
-            progress=not args.no_progress, plots=not args.no_plots, carry=args.carry,
-            prompt_style=args.prompt_style, ray_address=args.ray_address, ray_num_cpus=args.ray_num_cpus,
-            ray_memory=args.ray_memory,
-        )
-        if config.ray_address:  # an unreachable cluster is refused now, before the run directory is made
-            from skillrise_gym.ray_pool import connect
+        config = BenchConfig(**field_values(args, BenchConfig))  # --backend-option KEY=VALUE parsed here
+        if config.pool.ray_address:  # an unreachable cluster is refused now, before the run directory is made
+            from skillrise_gym.pools.ray import connect
 
-            connect(config.ray_address)
+            connect(config.pool.ray_address)
         agent = make_agent(args, config.benchmark)
     except (ValueError, RunDirError) as exc:
         log(f"skillrise-bench: error: {exc}")

@@ -5,10 +5,10 @@ Top to bottom:
    existing one must match it, and its finished sequences are skipped.
 2. For each K, draw N sequences with `SequenceSampler.sequences(N, seed)`: the same sequences for every
    agent and every re-run. Each is pinned on an env with ``reset(options={"task_ids": [...]})``.
-3. Keep `parallel` sequences in flight on an `EnvPool` (a `RayEnvPool` with `ray_address`); each round,
-   every in-flight sequence's observation goes to the agent in one `act` call (batched agents batch it),
-   and the answers are stepped together. A finished sequence is committed (its turns, then its result
-   line) and its env slot takes the next sequence.
+3. Keep `parallel` sequences in flight on an env pool (`pools.make_pool`: an `EnvPool`, a `RayEnvPool` with
+   `ray_address`); each round, every in-flight sequence's observation goes to the agent in one `act` call
+   (batched agents batch it), and the answers are stepped together. A finished sequence is committed (its
+   turns, then its result line) and its env slot takes the next sequence.
 4. Summaries: metrics with bootstrap CIs (summary.json), a Markdown table (summary.md and stdout), plots.
 
 Carry modes (`BenchConfig.carry`: what crosses from one task to the next, `prompts.CARRY_MODES`): the
@@ -30,6 +30,7 @@ stops the run after writing the summary of what finished; re-running the same co
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import threading
 import time
@@ -41,51 +42,82 @@ from skillrise_gym import prompts
 from skillrise_gym.agents.base import Agent, AgentError, AgentOutput
 from skillrise_gym.backends import backend_class, check_options
 from skillrise_gym.bench import metrics
+from skillrise_gym.benchmarks import bench_envs
 from skillrise_gym.bench.store import CarrySetDir, OutputError, RunStore, carry_dir_name, is_carry_set, trial_id
+from skillrise_gym.cli_fields import option
+from skillrise_gym.pools import BaseEnvPool, PoolConfig, WorkerError, env_fn, make_pool
 from skillrise_gym.records import Turn, turn_from_step
 from skillrise_gym.sequences import TaskSequence
-from skillrise_gym.ray_pool import check_settings
-from skillrise_gym.vector import EnvPool, WorkerError, env_fn, make_pool
 
 #: characters of a turn's response and of its parsed action kept in turns.jsonl (the rest is cut, and
 #: ``extra["truncated"]`` records the full lengths)
 MAX_STORED_CHARS = 100_000
 
-#: bench env name -> what `vector.env_fn` makes (a registered gym id, or a backend name for SequenceEnv)
-ENVS = {
-    "alfworld": "SkillRise-ALFWorld-v0",
-    "webshop": "SkillRise-WebShop-v0",
-    "scienceworld": "SkillRise-ScienceWorld-v0",
-    "rulebook": "SkillRise-Rulebook-v0",
-    "toy": "toy",  # the unit-test backend; no gym id is registered for it
-}
+#: bench env name -> what `pools.env_fn` makes (a registered gym id, or a backend name for SequenceEnv)
+ENVS = bench_envs()  # skillrise_gym.benchmarks: "toy", the unit-test backend, has no gym id
+
+
+def parse_backend_options(items: Sequence[str]) -> dict[str, Any]:
+    """KEY=VALUE pairs (--backend-option); a VALUE is read as JSON (true, null, 3, "x"), else as a Python
+    literal (False, None, 1e3, (1, 2)), else kept as the string it is."""
+    import ast
+
+    options: dict[str, Any] = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        key = key.strip()
+        if not sep or not key:
+            raise ValueError(f"--backend-option expects KEY=VALUE, got {item!r}")
+        try:
+            options[key] = json.loads(value)
+        except ValueError:
+            try:
+                options[key] = ast.literal_eval(value.strip())
+            except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+                options[key] = value
+    return options
 
 
 @dataclass
 class BenchConfig:
-    """What to measure and how to run it (the CLI flags map to these fields)."""
+    """What to measure and how to run it. Each field's help is its `skillrise-bench` flag's, and the flag's
+    default and type are the field's (`cli_fields`; bench/cli.py lays the flags out)."""
 
-    env: str  # alfworld, webshop, scienceworld (or toy, for tests)
-    out: str  # run directory (created; resumed when it exists)
-    K: list[int] = field(default_factory=lambda: [1, 2, 4, 6])  # sequence lengths to measure
-    mode: str = "cross"  # cross: K tasks of a family easy->hard; repeat: one task K times (Pass@k)
-    num_sequences: int = 20  # sequences per K
-    split: str | None = None  # the backend's split (default: its first)
-    seed: int = 0  # draws the sequences; also seeds the random agent and the bootstrap
-    workers: int = 1  # env worker processes (0: envs in this process)
-    parallel: int | None = None  # sequences in flight (default: max(workers, agent batch size))
-    max_task_steps: int | None = None  # per-task step limit (default: the backend's)
-    family: str | None = None  # draw only from this family
-    backend_options: dict[str, Any] = field(default_factory=dict)  # keyword arguments of the backend
-    worker_timeout: float | None = 600.0  # seconds a worker may take for one round before it is restarted
-    ray_address: str | None = None  # envs in Ray actors: "local" or a cluster's address (None: EnvPool's processes)
-    ray_num_cpus: float | None = None  # on Ray: CPUs reserved per env (None: Ray's actor default, none held)
-    ray_memory: float | None = None  # on Ray: memory reserved per env, in bytes
-    max_attempts: int = 2  # plays of a sequence whose worker died before the run gives up
-    progress: bool = True  # show a progress bar on stderr
-    plots: bool = True  # write PNG plots
-    carry: list[str] = field(default_factory=lambda: ["skill"])  # carry modes, each measured on the same sequences
-    prompt_style: str | None = None  # prompts.STYLES; None: the backend's default
+    env: str = option(help="benchmark (toy: the unit-test backend)", choices=ENVS)
+    out: str = option(help="run directory (resumed when it exists)")
+    K: list[int] = option([1, 2, 4, 6], "sequence lengths")
+    mode: str = option("cross", "cross: K tasks of a family, easy to hard; repeat: one task K times (Pass@k)",
+                       choices=["cross", "repeat"])
+    num_sequences: int = option(20, "sequences per K")
+    split: str | None = option(None, "backend split (default: the backend's first)")
+    seed: int = option(0, "draws the sequences; seeds random agent and bootstrap")
+    workers: int = option(1, "env worker processes (0: in this process)")
+    parallel: int | None = option(None, "sequences in flight (default: max(workers, agent batch size))")
+    max_task_steps: int | None = option(None, "per-task step limit (default: backend's)")
+    family: str | None = option(None, "draw only from this task family")
+    backend_options: dict[str, Any] = option(
+        {}, "backend keyword argument (VALUE parsed as JSON when it can be); repeatable", flag="--backend-option",
+        metavar="KEY=VALUE", action="append", parse=parse_backend_options)
+    worker_timeout: float | None = option(600.0, "seconds per round before a worker is restarted")
+    ray_address: str | None = option(
+        None, "run each env in a Ray actor instead of --workers processes: local (a Ray instance on this machine) "
+        "or a running cluster's address (host:port, ray://host:10001, auto); needs pip install 'skillrise-gym[ray]'",
+        metavar="ADDRESS")
+    ray_num_cpus: float | None = option(
+        None, "with --ray-address: CPUs reserved per env (default: none held while it runs, as for any Ray actor)",
+        metavar="N")
+    ray_memory: float | None = option(
+        None, "with --ray-address: memory reserved per env, e.g. 1.5e9 for a ScienceWorld JVM", metavar="BYTES")
+    max_attempts: int = option(2, "plays of a sequence whose worker died before the run gives up", cli=False)
+    progress: bool = option(True, "no progress bar", flag="--no-progress")  # False: no progress bar on stderr
+    plots: bool = option(True, "no PNG plots", flag="--no-plots")  # False: no PNG plots
+    carry: list[str] = option(
+        ["skill"], "what crosses from task to task: skill (the curated document), none (nothing, no curate turn), "
+        "reflect (per-task reflections); several modes play the same sequences, each in OUT/carry-MODE/, compared "
+        "side by side in OUT", metavar="MODE")
+    prompt_style: str | None = option(
+        None, "full (reason, then answer) or compact (answer only; small models); default: the backend's",
+        metavar="STYLE")
 
     _data_identity: dict[str, str] | None = field(default=None, init=False, repr=False, compare=False)
 
@@ -103,7 +135,7 @@ class BenchConfig:
             raise ValueError("--workers must be >= 0")
         if self.parallel is not None and self.parallel < 1:
             raise ValueError("--parallel must be at least 1")
-        check_settings(self.ray_address, self.ray_num_cpus, self.ray_memory)
+        self.pool.check()  # the Ray settings: ValueError naming the flag
         cls = backend_class(self.env)
         check_options(cls, self.backend_options)
         self.split = self.split or cls.splits[0]
@@ -126,6 +158,13 @@ class BenchConfig:
                 raise ValueError(f"--prompt-style: {exc}") from None
         #: the style the prompts use (the backend's default unless --prompt-style names one)
         self.style = self.prompt_style or cls.prompt_style
+
+    @property
+    def pool(self) -> PoolConfig:
+        """The env pool settings (`workers`, `worker_timeout`, the Ray ones); each K's pool has at most one
+        worker per env."""
+        return PoolConfig(workers=self.workers, timeout=self.worker_timeout, ray_address=self.ray_address,
+                          ray_num_cpus=self.ray_num_cpus, ray_memory=self.ray_memory)
 
     @property
     def single_mode(self) -> bool:
@@ -276,9 +315,8 @@ class BenchRunner:
     def _play(self, K: int, todo: Sequence[tuple[int, TaskSequence]]) -> None:
         c = self.config
         parallel = min(len(todo), c.parallel or max(c.workers, self.agent.batch_size, 1))
-        pool = make_pool([env_fn(ENVS[c.env], **self._env_kwargs(K))] * parallel, workers=min(c.workers, parallel),
-                         timeout=c.worker_timeout, ray_address=c.ray_address, ray_num_cpus=c.ray_num_cpus,
-                         ray_memory=c.ray_memory)
+        pool = make_pool([env_fn(ENVS[c.env], **self._env_kwargs(K))] * parallel,
+                         dataclasses.replace(c.pool, workers=min(c.workers, parallel)))
         queue: deque[_Flight] = deque(_Flight(K, i, s, attempt=1) for i, s in todo)
         slots: dict[int, _Flight] = {}
         try:
@@ -307,7 +345,7 @@ class BenchRunner:
         finally:
             pool.close()
 
-    def _start(self, pool: EnvPool, slots: dict[int, _Flight], queue: deque[_Flight], free: list[int]) -> None:
+    def _start(self, pool: BaseEnvPool, slots: dict[int, _Flight], queue: deque[_Flight], free: list[int]) -> None:
         """Pin the next queued sequences on the free env slots."""
         while True:
             requests = {}

@@ -1,0 +1,90 @@
+"""`skillrise-bench`'s flags come from `BenchConfig`'s fields (`cli_fields`): each default, type and help is
+stated once, on the field, and the flags users pass are the ones there always were."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+from dataclasses import dataclass
+
+import pytest
+
+from skillrise_gym.bench import cli
+from skillrise_gym.bench.runner import BenchConfig
+from skillrise_gym.cli_fields import add_arguments, default_of, field_values, flag_fields, flag_name, option
+from skillrise_gym.pools import PoolConfig
+
+#: every flag of `skillrise-bench` (its --help before the flags came from BenchConfig)
+FLAGS = ["-h", "--env", "--agent", "--K", "--mode", "--num-sequences", "--split", "--seed", "--max-task-steps",
+         "--family", "--backend-option", "--carry", "--prompt-style", "--out", "--workers", "--parallel",
+         "--worker-timeout", "--ray-address", "--ray-num-cpus", "--ray-memory", "--no-progress", "--no-plots",
+         "--model", "--base-model", "--temperature", "--top-p", "--max-tokens", "--base-url", "--api-key-env",
+         "--timeout", "--max-retries", "--retry-deadline", "--system-prompt", "--concurrency", "--batch-size",
+         "--max-prompt-tokens", "--device", "--dtype", "--threads"]
+
+
+def _actions() -> dict[str, argparse.Action]:
+    return {action.option_strings[0]: action for action in cli.build_parser()._actions}
+
+
+def test_the_flags_are_the_same_and_every_benchconfig_field_but_max_attempts_has_one():
+    assert list(_actions()) == FLAGS
+    with_flag = {f.name for f in flag_fields(BenchConfig)}
+    init = {f.name for f in dataclasses.fields(BenchConfig) if f.init}
+    assert init - with_flag == {"max_attempts"}
+
+
+def test_the_cli_defaults_are_benchconfigs():
+    actions = _actions()
+    config = BenchConfig(env="toy", out="unused")
+    for f in flag_fields(BenchConfig):
+        action = actions[flag_name(f)]
+        assert action.dest == f.name and action.help == f.metadata["help"]
+        if f.name in ("env", "out"):
+            assert action.required and default_of(f) is dataclasses.MISSING
+        elif f.name == "backend_options":
+            assert action.default == [] and f.metadata["parse"](action.default) == default_of(f) == {}
+        else:
+            assert action.default == default_of(f), f.name
+    args = cli.build_parser().parse_args(["--env", "toy", "--agent", "expert", "--out", "unused"])
+    parsed = BenchConfig(**field_values(args, BenchConfig))
+    assert parsed == config  # every default, as BenchConfig's own (split etc. resolved the same way)
+    assert args.K == [1, 2, 4, 6] and args.worker_timeout == 600.0 and args.workers == 1 and args.progress
+
+
+def test_the_flags_parse_into_benchconfig_as_before():
+    args = cli.build_parser().parse_args([
+        "--env", "toy", "--agent", "random", "--out", "o", "--K", "3", "1", "--mode", "repeat", "--num-sequences",
+        "2", "--seed", "4", "--max-task-steps", "3", "--backend-option", "hang_on=[]", "--carry", "none", "skill",
+        "--workers", "0", "--parallel", "3", "--worker-timeout", "5", "--ray-address", "local", "--ray-num-cpus",
+        "0.5", "--ray-memory", "1e9", "--no-progress", "--no-plots"])
+    config = BenchConfig(**field_values(args, BenchConfig))
+    assert (config.K, config.mode, config.num_sequences, config.seed) == ([1, 3], "repeat", 2, 4)
+    assert config.max_task_steps == 3
+    assert config.backend_options == {"hang_on": []} and config.carry == ["none", "skill"]
+    assert (config.workers, config.parallel, config.worker_timeout) == (0, 3, 5.0)
+    assert config.pool == PoolConfig(workers=0, timeout=5.0, ray_address="local", ray_num_cpus=0.5, ray_memory=1e9)
+    assert not config.progress and not config.plots
+    with pytest.raises(ValueError, match="--backend-option expects KEY=VALUE"):
+        field_values(cli.build_parser().parse_args(["--env", "toy", "--agent", "expert", "--out", "o",
+                                                    "--backend-option", "novalue"]), BenchConfig)
+
+
+def test_field_types_become_flag_types():
+    @dataclass
+    class Config:
+        name: str = option(help="required")
+        sizes: list[int] = option([1], "several ints")
+        limit: float | None = option(None, "a float or nothing")
+        quiet: bool = option(False, "a switch")
+        fancy: bool = option(True, "no fancy", flag="--plain")
+        hidden: int = option(3, "no flag", cli=False)
+
+    parser = argparse.ArgumentParser()
+    add_arguments(parser, Config, ["name", "sizes", "limit", "quiet", "fancy"])
+    values = field_values(parser.parse_args(["--name", "x", "--sizes", "2", "3", "--limit", "0.5", "--quiet",
+                                             "--plain"]), Config)
+    assert Config(**values) == Config("x", [2, 3], 0.5, True, False, 3)
+    assert Config(**field_values(parser.parse_args(["--name", "y"]), Config)) == Config("y")
+    with pytest.raises(ValueError, match="not a field with a flag"):
+        add_arguments(argparse.ArgumentParser(), Config, ["hidden"])
