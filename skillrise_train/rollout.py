@@ -47,7 +47,6 @@ lives in `samples.py`; splits and the pool's size in `rollout_setup.py`.
 from __future__ import annotations
 
 import logging
-import math
 import time
 import zlib
 from collections import deque
@@ -99,8 +98,6 @@ class RolloutEngine:
     processes (it plays its `shard` of each step's sequences)."""
 
     def __init__(self, config: RolloutConfig, ranks: Ranks | None = None) -> None:
-        if not (math.isfinite(config.overlap_wait) and config.overlap_wait >= 0):
-            raise ValueError(f"overlap_wait must be a number of seconds >= 0, got {config.overlap_wait!r}")
         self.config = config
         self.ranks = ranks or Ranks(0, 1)
         self.algorithm = algorithm(config.algo)
@@ -117,8 +114,11 @@ class RolloutEngine:
         self.shard = shard(config.S, self.ranks)
         #: trials of one step on this process: one per sequence and group member (GRPO: per task, too)
         self.trials_per_step = len(self.shard) * self.algorithm.trials_per_sequence(config.K, config.G)
-        fn = env_fn(config.env, split=config.split, max_task_steps=config.max_task_steps,
-                    backend_options=dict(config.backend_options), prompt_style=config.prompt_style, **self.episode)
+        #: the SequenceEnv settings of every env that plays this rollout's episodes (the pool's, `sequence_env`)
+        self.env_settings = dict(split=config.split, max_task_steps=config.max_task_steps,
+                                 backend_options=dict(config.backend_options), prompt_style=config.prompt_style,
+                                 **self.episode)
+        fn = env_fn(config.env, **self.env_settings)
         # N envs serve every trial of a step (play); with env workers or Ray actors, a worker that dies or
         # does not answer in the pool's timeout is replaced
         self.pool = make_pool([fn] * pool_size(config.envs, self.trials_per_step, config.env), config.pool)
@@ -137,9 +137,7 @@ class RolloutEngine:
     def sequence_env(self) -> SequenceEnv:
         """A new env playing this rollout's episodes (what each env of the pool is), for callers that play
         outside the pool (the trainer's warm start and its check); the caller closes it."""
-        c = self.config
-        return SequenceEnv(backend=c.env, split=c.split, max_task_steps=c.max_task_steps,
-                           backend_options=dict(c.backend_options), prompt_style=c.prompt_style, **self.episode)
+        return SequenceEnv(backend=self.config.env, **self.env_settings)
 
     # ------------------------------------------------------------------ planning
     def sequences(self, index: int, n: int, seed_offset: int = 0) -> list[TaskSequence]:

@@ -3,6 +3,7 @@ place a `TrainConfig` becomes a `RolloutConfig` (what the rollout engine takes).
 
 from __future__ import annotations
 
+import math
 import os
 from dataclasses import dataclass, field
 from typing import Any, Mapping
@@ -34,6 +35,10 @@ class RolloutConfig:
     overlap: bool = False  # trials go on as their envs answer (rollout.py, "Overlap")
     overlap_wait: float = OVERLAP_WAIT
     max_attempts: int = 2  # plays of a trial whose env worker died or hung, before it is dropped
+
+    def __post_init__(self) -> None:
+        if not (math.isfinite(self.overlap_wait) and self.overlap_wait >= 0):
+            raise ValueError(f"overlap_wait must be a number of seconds >= 0, got {self.overlap_wait!r}")
 
     @classmethod
     def from_train(cls, config: Any, split: str | None = None, prompt_style: str | None = None) -> "RolloutConfig":
