@@ -167,6 +167,7 @@ class TrainConfig:
     vllm_gpu_memory_utilization: float = option(0.3, 'GPU memory share of vLLM in colocate mode.')
     bf16: bool = option(False, 'Autocast the update to bfloat16, on GPUs and CPUs (faster on a CPU with bf16 units: docs/train.md, CPU generation).')
     generation_dtype: str | None = option(None, "Generate with a copy of the policy in this dtype (bfloat16, float16, float32); its log-probs of the sampled tokens are the old policy's (docs/train.md, CPU generation). Not with --use-vllm.")
+    prefix_cache_mb: int = option(1024, "Keep up to this many MB of prompt keys/values during a rollout, so a turn whose prompt starts like an earlier one prefills only the rest (HF generate; docs/train.md, CPU generation); 0: off.")
     gradient_checkpointing: bool = option(False, 'Recompute activations in the backward pass: bounds update memory by the longest row (docs/train.md).')
     generation_batch: int = option(64, 'Most prompts generated in one call (bounds generation memory).')
     record_turns: bool = option(True, 'Write every turn (prompt, response, credit) to output_dir/turns.jsonl.')
@@ -227,6 +228,8 @@ class TrainConfig:
             if self.use_vllm:
                 raise ValueError("generation_dtype is for HF generate; vLLM generates in the dtype it loads the "
                                  "model in: drop one of --generation-dtype, --use-vllm")
+        if not isinstance(self.prefix_cache_mb, int) or self.prefix_cache_mb < 0:
+            raise ValueError(f"prefix_cache_mb must be an integer >= 0 (0: off), got {self.prefix_cache_mb!r}")
         if self.threads < 0:
             raise ValueError(f"threads must be >= 0 (0: chosen from the cores and the load), got {self.threads}")
         if self.envs < 0:

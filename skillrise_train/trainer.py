@@ -192,6 +192,7 @@ class SkillRiseTrainer(GRPOAdapter):
                 raise ConfigurationError("--generation-dtype copies the whole policy for generation; a sharded "
                                          "model (FSDP, ZeRO-3) has no whole copy on one process: leave it unset")
             self.generation_dtype = getattr(torch, config.generation_dtype)
+        self.prefix_cache_bytes = config.prefix_cache_mb << 20
         self.last_rollout: RolloutResult | None = None
         self.last_stats: dict[str, float] = {}
         self._step_started = time.perf_counter()

@@ -37,6 +37,7 @@ import torch
 from trl import GRPOConfig, GRPOTrainer
 from trl.trainer.utils import pad, selective_log_softmax, selective_log_softmax_and_entropy
 
+from skillrise_gym.prefix_cache import PrefixCache, prefilled, supports
 from skillrise_train.lora import merged_lora
 
 #: the TRL releases this module is written and tested against (pyproject pins the same range)
@@ -144,6 +145,13 @@ class GRPOAdapter(GRPOTrainer):
     generation_dtype: torch.dtype | None = None
     #: the reduced-precision copy that generates inside a `generation_weights` block (None outside)
     _sampler: Any = None
+    #: bytes of prompt keys/values a `generation_weights` block keeps for later prompts sharing their prefix
+    #: (skillrise_gym/prefix_cache.py; HF generate's seeded path); 0: prefill every prompt in full
+    prefix_cache_bytes: int = 0
+    #: the block's prefix cache (None outside a block, or when off)
+    _prefix_cache: Any = None
+    #: the last block's prefill counts (`prefix_cache.PrefillStats`; None before any block with the cache on)
+    last_prefill: Any = None
 
     # ------------------------------------------------------------------ what subclasses implement
     def rollout_batch(self) -> dict[str, Any]:
@@ -276,8 +284,10 @@ class GRPOAdapter(GRPOTrainer):
         ) as model, self._dist.summon_full_params(self.model_wrapped, recurse=False):  # FSDP: as TRL's generate
             with self.generation_weights():  # LoRA folded in for the call (a no-op inside a rollout's own)
                 sampler = self._sampler if self._sampler is not None else model
+                store = self._prefix_cache
+                cache = {"cache": prefilled(sampler, prompt_ids, store)} if store is not None else {}
                 out = sampler.generate(input_ids=input_ids, attention_mask=attention_mask, generation_config=config,
-                                       logits_processor=processors)
+                                       logits_processor=processors, **cache)
         completions = out[:, input_ids.shape[1]:].cpu().tolist()
         logps = recorder.finish(out[:, -1]).cpu().tolist() if recorder is not None else None
         eos = set(self.eos_token_ids)
@@ -311,7 +321,8 @@ class GRPOAdapter(GRPOTrainer):
         no-ops. Nothing is merged for sharded models or with `merge_lora_for_generation` off. With a
         `generation_dtype`, a copy of the (merged) policy in that dtype generates inside the block (made
         once per block: the weights do not change in it; freed on exit)."""
-        with merged_lora(self.model, enabled=self.merge_lora_for_generation and not self.sharded_generation):
+        with merged_lora(self.model, enabled=self.merge_lora_for_generation and not self.sharded_generation), \
+                self._prefix_cache_block():
             if self.generation_dtype is None or self._sampler is not None:  # none asked for, or the block's own
                 yield
                 return
@@ -320,6 +331,25 @@ class GRPOAdapter(GRPOTrainer):
                 yield
             finally:
                 self._sampler = None
+
+    @contextmanager
+    def _prefix_cache_block(self) -> Iterator[None]:
+        """The outermost `generation_weights` block keeps one prefix cache for its calls (the weights are fixed
+        in it) and logs the share of prompt tokens it spared (`generation/prompt_reused`). Off for sharded
+        models (each prefill would be a collective of unequal length across processes) and for models whose
+        cache is not plain full attention (`prefix_cache.supports`)."""
+        if (self._prefix_cache is not None or self.prefix_cache_bytes <= 0 or self.sharded_generation
+                or not supports(self.accelerator.unwrap_model(self.model))):
+            yield
+            return
+        self._prefix_cache = PrefixCache(max_bytes=self.prefix_cache_bytes)
+        try:
+            yield
+        finally:
+            stats, self._prefix_cache = self._prefix_cache.stats, None
+            self.last_prefill = stats
+            if stats.prompt_tokens:
+                self.log_metric("generation/prompt_reused", stats.reused_share)
 
     @property
     def sharded_generation(self) -> bool:

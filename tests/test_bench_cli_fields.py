@@ -14,13 +14,13 @@ from skillrise_gym.bench.runner import BenchConfig
 from skillrise_gym.cli_fields import add_arguments, default_of, field_values, flag_fields, flag_name, option
 from skillrise_gym.pools import PoolConfig
 
-#: every flag of `skillrise-bench` (its --help before the flags came from BenchConfig)
+#: every flag of `skillrise-bench` (its --help before the flags came from BenchConfig, and --prefix-cache-mb since)
 FLAGS = ["-h", "--env", "--agent", "--K", "--mode", "--num-sequences", "--split", "--seed", "--max-task-steps",
          "--family", "--backend-option", "--carry", "--prompt-style", "--out", "--workers", "--parallel",
          "--worker-timeout", "--ray-address", "--ray-num-cpus", "--ray-memory", "--no-progress", "--no-plots",
          "--model", "--base-model", "--temperature", "--top-p", "--max-tokens", "--base-url", "--api-key-env",
          "--timeout", "--max-retries", "--retry-deadline", "--system-prompt", "--concurrency", "--batch-size",
-         "--max-prompt-tokens", "--device", "--dtype", "--threads"]
+         "--max-prompt-tokens", "--device", "--dtype", "--threads", "--prefix-cache-mb"]
 
 
 def _actions() -> dict[str, argparse.Action]:

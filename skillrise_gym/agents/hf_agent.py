@@ -6,6 +6,9 @@ already on disk, or a PEFT (LoRA) adapter folder (a `skillrise-train --lora` run
 merged into its base model (the adapter config's, or `base_model` / $SKILLRISE_BASE_MODEL; `describe()` records
 it). Each prompt becomes one user message through the tokenizer's chat template, as in the
 reference; prompts of one `act` call are generated together in batches of `batch_size` (left padding).
+A prompt that starts like an earlier one (a task's later turns) prefills only the rest: the keys and values
+of recent prompts are kept, up to `prefix_cache_mb` (skillrise_gym/prefix_cache.py; the weights never
+change, so they stay valid for the agent's life).
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ class HFConfig:
     device: str = "cpu"
     dtype: str | None = None  # weights' dtype: float32, bfloat16, float16 (None: float32 on CPU, bf16 on CUDA)
     threads: int | None = 0  # torch CPU threads (0: by the cores and the load, models.auto_threads; None: torch's default)
+    prefix_cache_mb: int = 1024  # prompt keys/values kept for later prompts sharing their prefix (0: off)
     system_prompt: str | None = None  # a system message before each prompt (None: the chat template's default)
     base_model: str | None = None  # an adapter's base (None: $SKILLRISE_BASE_MODEL, else its adapter config's)
 
@@ -43,6 +47,8 @@ class HFAgent(Agent):
 
         from skillrise_gym.models import describe, is_adapter_folder, load_model_and_tokenizer, resolve_model_path
 
+        if not isinstance(config.prefix_cache_mb, int) or config.prefix_cache_mb < 0:
+            raise ValueError(f"prefix_cache_mb must be an integer >= 0 (0: off), got {config.prefix_cache_mb!r}")
         self.config = config
         self.batch_size = max(1, int(config.batch_size))
         if config.device == "cpu":
@@ -67,6 +73,10 @@ class HFAgent(Agent):
             self.tokenizer.pad_token = self.tokenizer.eos_token
         self._torch = torch
         self._generator_seeded = False
+        from skillrise_gym.prefix_cache import PrefixCache, supports
+
+        self.prefix_cache = (PrefixCache(max_bytes=config.prefix_cache_mb << 20)
+                             if config.prefix_cache_mb > 0 and supports(self.model) else None)
 
     def act(self, observations: Sequence[dict[str, Any]], infos: Sequence[dict[str, Any]] | None = None) -> list[AgentOutput]:
         prompts = [str(o["prompt"]) for o in observations]
@@ -101,6 +111,10 @@ class HFAgent(Agent):
         if sample:
             kwargs.update(temperature=c.temperature, top_p=c.top_p)
         with torch.inference_mode():
+            if self.prefix_cache is not None:
+                from skillrise_gym.prefix_cache import prefilled
+
+                kwargs["cache"] = prefilled(self.model, [ids for ids, _ in encoded], self.prefix_cache)
             generated = self.model.generate(**batch, **kwargs)
         completions = generated[:, batch["input_ids"].shape[1] :]
         prompt_lengths = batch["attention_mask"].sum(dim=1).tolist()
@@ -129,6 +143,7 @@ class HFAgent(Agent):
 
     def close(self) -> None:
         self.model = None
+        self.prefix_cache = None
 
 
 def _eos_ids(model: Any, tokenizer: Any) -> set[int]:

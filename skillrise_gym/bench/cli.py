@@ -102,6 +102,9 @@ def build_parser() -> argparse.ArgumentParser:
     llm.add_argument("--threads", type=int, default=0,
                      help="hf: torch CPU threads (0, the default: the cores other work leaves free by the 1-minute "
                           "load average)")
+    llm.add_argument("--prefix-cache-mb", type=int, default=1024,
+                     help="hf: MB of prompt keys/values kept so a prompt that starts like an earlier one prefills "
+                          "only the rest (a task's later turns); 0: off")
     return p
 
 
@@ -139,7 +142,7 @@ def make_agent(args: argparse.Namespace, benchmark: str) -> Agent:
         model=args.model or "smollm2", max_new_tokens=args.max_tokens, temperature=args.temperature,
         top_p=args.top_p if args.top_p is not None else 1.0, batch_size=args.batch_size,
         max_prompt_tokens=args.max_prompt_tokens, seed=args.seed, device=args.device, threads=args.threads,
-        dtype=args.dtype,
+        dtype=args.dtype, prefix_cache_mb=args.prefix_cache_mb,
         system_prompt=args.system_prompt, base_model=args.base_model,
     ))
 
