@@ -7,9 +7,13 @@ clipped objective, entropy bonus) and the backward pass on the same rows, each v
 so peak memory is measured separately.
 
     python benchmarks/trainer_throughput.py                      # SmolLM2-135M, 4 rows of ~800+32 tokens
+    python benchmarks/trainer_throughput.py --rounds 3 --precisions float32 bfloat16   # interleaved, both
     python benchmarks/trainer_throughput.py --model tiny --repeats 3
 
-Prints tokens/s and peak memory of both and their ratios; saves JSON (medians) to --out.
+`--rounds` runs the variants alternately (stock, ours, stock, ours, ...), each round in fresh processes, and
+reports the median over every timed update of every round; `--precisions bfloat16` autocasts both variants'
+update as `--bf16` does (TRL's own path and ours alike). Prints tokens/s and peak memory of both and their
+ratios; saves JSON (medians) to --out.
 """
 
 from __future__ import annotations
@@ -54,7 +58,8 @@ def run_variant(variant: str, args: argparse.Namespace) -> dict:
     cls = SkillRiseTrainer if variant == "ours" else StockUpdate
     with tempfile.TemporaryDirectory() as out:
         config = TrainConfig(env="toy", model=args.model, lora=args.lora, output_dir=out, steps=1,
-                             max_new_tokens=args.completion_tokens, threads=args.threads)
+                             max_new_tokens=args.completion_tokens, threads=args.threads,
+                             bf16=args.precision == "bfloat16")
         trainer = cls.from_config(config)
         trainer.current_gradient_accumulation_steps = 1
         model = trainer.model
@@ -114,6 +119,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--lora", action=argparse.BooleanOptionalAction, default=True)
+    parser.add_argument("--rounds", type=int, default=1, help="alternate the variants this many times")
+    parser.add_argument("--precisions", nargs="+", choices=["float32", "bfloat16"], default=["float32"],
+                        help="the update's precision (bfloat16: autocast, as --bf16)")
+    parser.add_argument("--precision", choices=["float32", "bfloat16"], default="float32", help=argparse.SUPPRESS)
     parser.add_argument("--out", default="benchmarks/results/trainer_throughput.json")
     parser.add_argument("--variant", choices=["ours", "stock"], help=argparse.SUPPRESS)
     parser.add_argument("--result-file", help=argparse.SUPPRESS)
@@ -124,40 +133,55 @@ def main(argv: list[str] | None = None) -> int:
         Path(args.result_file).write_text(json.dumps(result))
         return 0
 
-    results = {}
-    for variant in ("stock", "ours"):
-        with tempfile.NamedTemporaryFile(suffix=".json", delete=False) as handle:
-            result_file = handle.name
-        child = [sys.executable, __file__, "--variant", variant, "--result-file", result_file]
-        for name in ("model", "rows", "prompt_tokens", "completion_tokens", "repeats", "threads"):
-            child += [f"--{name.replace('_', '-')}", str(getattr(args, name))]
-        child.append("--lora" if args.lora else "--no-lora")
-        subprocess.run(child, check=True)
-        results[variant] = json.loads(Path(result_file).read_text())
-        os.unlink(result_file)
-    ours, stock = results["ours"], results["stock"]
-    summary = {
-        "benchmark": "trainer_throughput",
-        "model": args.model,
-        "lora": args.lora,
-        "rows": args.rows,
-        "prompt_tokens": args.prompt_tokens,
-        "completion_tokens": args.completion_tokens,
-        "repeats": args.repeats,
-        "threads": args.threads,
-        "stock": stock,
-        "ours": ours,
-        "speedup_tokens_per_s": ours["tokens_per_s"] / stock["tokens_per_s"],
-        "peak_memory_ratio_ours_over_stock": ours["peak_memory_mb"] / stock["peak_memory_mb"],
-        "loss_abs_difference": abs(ours["loss"] - stock["loss"]),
-    }
-    print(f"{'variant':>8s} | {'tokens/s':>10s} | {'median s':>9s} | {'peak MB':>9s} | loss")
-    for name in ("stock", "ours"):
-        r = results[name]
-        print(f"{name:>8s} | {r['tokens_per_s']:>10.0f} | {r['median_seconds']:>9.3f} | {r['peak_memory_mb']:>9.0f} | "
-              f"{r['loss']:.6f}")
-    print(f"speedup (ours/stock tokens/s): {summary['speedup_tokens_per_s']:.2f}x; peak memory ours/stock: "
-          f"{summary['peak_memory_ratio_ours_over_stock']:.2f} ({ours['memory_kind']})")
+    if args.rounds < 1:
+        parser.error("--rounds must be >= 1")
+    runs: dict[tuple[str, str], list[dict]] = {(p, v): [] for p in args.precisions for v in ("stock", "ours")}
+    for _round in range(args.rounds):
+        for precision in args.precisions:
+            for variant in ("stock", "ours"):
+                with tempfile.NamedTemporaryFile(suffix=".json", delete=False) as handle:
+                    result_file = handle.name
+                child = [sys.executable, __file__, "--variant", variant, "--result-file", result_file,
+                         "--precision", precision]
+                for name in ("model", "rows", "prompt_tokens", "completion_tokens", "repeats", "threads"):
+                    child += [f"--{name.replace('_', '-')}", str(getattr(args, name))]
+                child.append("--lora" if args.lora else "--no-lora")
+                subprocess.run(child, check=True)
+                runs[precision, variant].append(json.loads(Path(result_file).read_text()))
+                os.unlink(result_file)
+    summary = {"benchmark": "trainer_throughput", "command": "python benchmarks/trainer_throughput.py "
+               + " ".join(argv if argv is not None else sys.argv[1:]), "model": args.model, "lora": args.lora,
+               "rows": args.rows, "prompt_tokens": args.prompt_tokens, "completion_tokens": args.completion_tokens,
+               "repeats": args.repeats, "rounds": args.rounds, "threads": args.threads,
+               "load_average": [round(x, 2) for x in os.getloadavg()], "precisions": {}}
+    print(f"{'precision':>9s} | {'variant':>8s} | {'tokens/s':>10s} | {'median s':>9s} | {'peak MB':>9s} | loss")
+    for precision in args.precisions:
+        merged = {}
+        for variant in ("stock", "ours"):
+            results = runs[precision, variant]
+            seconds = [t for r in results for t in r["seconds"]]
+            merged[variant] = {**results[-1], "seconds": seconds, "median_seconds": statistics.median(seconds),
+                               "tokens_per_s": results[-1]["tokens_per_update"] / statistics.median(seconds),
+                               "peak_memory_mb": max(r["peak_memory_mb"] for r in results),
+                               "round_medians": [r["median_seconds"] for r in results]}
+            r = merged[variant]
+            print(f"{precision:>9s} | {variant:>8s} | {r['tokens_per_s']:>10.0f} | {r['median_seconds']:>9.3f} | "
+                  f"{r['peak_memory_mb']:>9.0f} | {r['loss']:.6f}")
+        ours, stock = merged["ours"], merged["stock"]
+        summary["precisions"][precision] = {
+            "stock": stock, "ours": ours,
+            "speedup_tokens_per_s": ours["tokens_per_s"] / stock["tokens_per_s"],
+            "peak_memory_ratio_ours_over_stock": ours["peak_memory_mb"] / stock["peak_memory_mb"],
+            "loss_abs_difference": abs(ours["loss"] - stock["loss"]),
+        }
+        row = summary["precisions"][precision]
+        print(f"{precision}: speedup (ours/stock tokens/s) {row['speedup_tokens_per_s']:.2f}x; peak memory "
+              f"ours/stock {row['peak_memory_ratio_ours_over_stock']:.2f} ({ours['memory_kind']}); |loss "
+              f"difference| {row['loss_abs_difference']:.2e}")
+    first = summary["precisions"][args.precisions[0]]  # the old top-level fields, for the first precision
+    summary.update(stock=first["stock"], ours=first["ours"], speedup_tokens_per_s=first["speedup_tokens_per_s"],
+                   peak_memory_ratio_ours_over_stock=first["peak_memory_ratio_ours_over_stock"],
+                   loss_abs_difference=first["loss_abs_difference"])
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(summary, indent=2))
