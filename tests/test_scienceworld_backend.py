@@ -245,3 +245,36 @@ def test_data_tool_reports_and_precomputes(capsys, tmp_path, monkeypatch):
     monkeypatch.delenv("SCIWORLD_JAVA_HOME", raising=False)
     assert main(["scienceworld"]) == 1
     assert "openjdk" in capsys.readouterr().out
+
+
+def test_a_step_result_is_read_from_its_printed_tuple():
+    """The fast step reads `AgentInterface.step`'s Scala tuple in one round trip, as its string: the
+    observation may hold commas and parentheses, the score and the flag are split off the right."""
+    from skillrise_gym.backends.scienceworld.engine import EMPTY_OBSERVATION, parse_step_result
+
+    assert parse_step_result("(You see: a cup (empty), a table, and 2 doors.,0.25,false)") == (
+        "You see: a cup (empty), a table, and 2 doors.", 0.25, False)
+    assert parse_step_result("(done,1.0,true)") == ("done", 1.0, True)
+    assert parse_step_result("(x,1.0E-4,false)")[1] == pytest.approx(1e-4)
+    assert parse_step_result("(,-1.0,false)") == (EMPTY_OBSERVATION, -1.0, False)
+    assert parse_step_result("(null,0.0,false)")[0] == EMPTY_OBSERVATION
+    for bad in (None, "", "no tuple", "(a,b)", "(a,0.5,maybe)"):
+        with pytest.raises(EngineError, match="unexpected step result"):
+            parse_step_result(bad)
+
+
+def test_the_wrapper_sees_the_fast_steps_score_before_it_answers(backend):
+    """Fast steps leave the wrapper's score field to be written when the wrapper is next used: a long
+    action (answered from the wrapper's score) and the wrapper's own commands report the score the fast
+    steps reached."""
+    backend.reset(task(backend, "chemistry-mix-paint-secondary-color", "test", 3))
+    score = None
+    while (action := backend.expert_action()) is not None:
+        result = backend.step(action)
+        if 0 < result.score < 100:
+            score = result.score
+            break
+    assert score is not None, "no partial credit on the gold path"
+    for action in ("x" * 100_000, "task"):  # answered from the wrapper's score field
+        result = backend.step(action)
+        assert result.score == score and not result.done, action[:20]

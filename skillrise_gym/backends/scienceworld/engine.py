@@ -71,6 +71,8 @@ class ScienceWorldEngine:
         self.starts = 0
         #: the loaded world's action templates (fixed for a world: see `action_templates`), once asked for
         self._templates: list[str] | None = None
+        #: the last fast step's (score, completed), not yet written to the wrapper's fields (`_sync_wrapper`)
+        self._unsynced: tuple[float, bool] | None = None
 
     # ------------------------------------------------------------------ JVM
     def _new_jvm(self) -> ScienceWorldJVM:
@@ -155,6 +157,7 @@ class ScienceWorldEngine:
         jvm = self.running()
         self.agent = None
         self._templates = None
+        self._unsynced = None  # load resets the wrapper's score and completion
         try:
             error = jvm.call("load", jvm.server.load, name, variation, simplifications, False)
         except Py4JJavaError as exc:
@@ -173,33 +176,33 @@ class ScienceWorldEngine:
 
         The engine's `PythonInterface.step` wraps `AgentInterface.step` with work we do not need on every
         step: a look and an inventory for its run history, and the referents of every visible object for a
-        debug print. We call the agent interface directly (and keep the wrapper's score and completion
-        fields up to date), except for the few inputs the wrapper answers itself. Observations, scores and
-        the RNG stream are the same as through the wrapper (tests compare with the stock step).
+        debug print. We call the agent interface directly, in three py4j round trips (the step, its result
+        tuple as one string, the move count), and write the wrapper's score and completion fields only
+        before the wrapper itself is used (`_sync_wrapper`), for the few inputs it answers itself.
+        Observations, scores and the RNG stream are the same as through the wrapper (tests compare with the
+        stock step).
         """
         from py4j.java_gateway import get_method
         from py4j.protocol import Py4JJavaError
 
         jvm = self.live()
         server = jvm.server
-        if len(action) > self.max_action_chars:
-            return UNKNOWN_ACTION, int(round(100 * jvm.call("score", server.getScore))), False, int(
-                jvm.call("moves", server.getNumMoves)
-            )
         try:
+            if len(action) > self.max_action_chars:
+                self._sync_wrapper(jvm)
+                return UNKNOWN_ACTION, int(round(100 * jvm.call("score", server.getScore))), False, int(
+                    jvm.call("moves", server.getNumMoves)
+                )
             if self.agent is None or action.strip().lower() in WRAPPER_COMMANDS:
+                self._sync_wrapper(jvm)
                 observation = jvm.call("step", server.step, action)
                 raw_score = float(jvm.call("score", server.getScore))
                 completed = bool(jvm.call("completed", server.getCompleted))
             else:
                 result = jvm.call("step", self.agent.step, action)
-                # get_method: plain `result._1` would first ask the JVM whether the (new, per-step) tuple
-                # has a public field of that name (py4j's auto_field), one more round trip per element.
-                observation = jvm.call("step", get_method(result, "_1")) or EMPTY_OBSERVATION
-                raw_score = float(jvm.call("score", get_method(result, "_2")))
-                completed = bool(jvm.call("completed", get_method(result, "_3")))
-                jvm.call("score", getattr(server, "score_$eq"), raw_score)
-                jvm.call("completed", getattr(server, "isComplete_$eq"), completed)
+                # the (observation, score, completed) tuple as one string: one round trip, not three
+                observation, raw_score, completed = parse_step_result(jvm.call("step", get_method(result, "toString")))
+                self._unsynced = (raw_score, completed)
             moves = int(jvm.call("moves", server.getNumMoves))
         except Py4JJavaError as exc:
             # The engine threw inside its own step: the world may be half-updated, so the task is lost.
@@ -208,6 +211,15 @@ class ScienceWorldEngine:
         # A negative score is the engine's task failure (e.g. focusing on the wrong object); the stock
         # wrapper ends the episode on it, and so do we.
         return str(observation), score, completed or score < 0, moves
+
+    def _sync_wrapper(self, jvm: ScienceWorldJVM) -> None:
+        """Write the last fast step's score and completion into the wrapper (`PythonInterface`), whose own
+        step and getters read them; fast steps leave them to this, two round trips fewer per step."""
+        if self._unsynced is not None:
+            score, completed = self._unsynced
+            jvm.call("score", getattr(jvm.server, "score_$eq"), score)
+            jvm.call("completed", getattr(jvm.server, "isComplete_$eq"), completed)
+            self._unsynced = None
 
     # ------------------------------------------------------------------ action lists
     def without_rng_side_effects(self, fn: Callable[[], Any]) -> Any:
@@ -247,6 +259,19 @@ class ScienceWorldEngine:
         if world is not None and world is self.agent:
             self._templates = templates
         return list(templates), objects
+
+
+def parse_step_result(text: str | None) -> tuple[str, float, bool]:
+    """(observation, score 0..1 or negative, completed) from `AgentInterface.step`'s result, a Scala
+    Tuple3 printed as "(observation,score,completed)". The observation may hold commas and parentheses;
+    the score (a Java double) and the flag never do, so they are split off the right. A null or empty
+    observation is the engine's silence on an input it ignores: `EMPTY_OBSERVATION`, as the wrapper says."""
+    if not text or text[0] != "(" or text[-1] != ")" or text.count(",") < 2:
+        raise EngineError(f"ScienceWorld returned an unexpected step result: {str(text)[:120]!r}")
+    observation, score, completed = text[1:-1].rsplit(",", 2)
+    if completed not in ("true", "false"):
+        raise EngineError(f"ScienceWorld returned an unexpected step result: {text[-120:]!r}")
+    return (observation if observation not in ("", "null") else EMPTY_OBSERVATION), float(score), completed == "true"
 
 
 def _parse_int_list(text: str) -> list[int]:
