@@ -258,7 +258,7 @@ def test_a_step_result_is_read_from_its_printed_tuple():
     assert parse_step_result("(x,1.0E-4,false)")[1] == pytest.approx(1e-4)
     assert parse_step_result("(,-1.0,false)") == (EMPTY_OBSERVATION, -1.0, False)
     assert parse_step_result("(null,0.0,false)")[0] == EMPTY_OBSERVATION
-    for bad in (None, "", "no tuple", "(a,b)", "(a,0.5,maybe)"):
+    for bad in (None, "", "no tuple", "(a,b)", "(a,0.5,maybe)", "(a,half,true)"):
         with pytest.raises(EngineError, match="unexpected step result"):
             parse_step_result(bad)
 

@@ -269,9 +269,13 @@ def parse_step_result(text: str | None) -> tuple[str, float, bool]:
     if not text or text[0] != "(" or text[-1] != ")" or text.count(",") < 2:
         raise EngineError(f"ScienceWorld returned an unexpected step result: {str(text)[:120]!r}")
     observation, score, completed = text[1:-1].rsplit(",", 2)
-    if completed not in ("true", "false"):
+    try:
+        value = float(score)
+    except ValueError:
+        value = None
+    if completed not in ("true", "false") or value is None:
         raise EngineError(f"ScienceWorld returned an unexpected step result: {text[-120:]!r}")
-    return (observation if observation not in ("", "null") else EMPTY_OBSERVATION), float(score), completed == "true"
+    return (observation if observation not in ("", "null") else EMPTY_OBSERVATION), value, completed == "true"
 
 
 def _parse_int_list(text: str) -> list[int]:
