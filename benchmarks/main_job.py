@@ -72,7 +72,7 @@ def main(argv: list[str] | None = None) -> int:
         trainer = SkillRiseTrainer.from_config(config)
         trainer.current_gradient_accumulation_steps = 1  # Trainer.train's loop sets it; one micro-step here
         trainer.model.train()
-        runs: dict[str, list[dict]] = {"/".join(map(str, s)): [] for s in settings}
+        runs: dict[tuple[str, str, int, str], list[dict]] = {setting: [] for setting in settings}
         cache_bytes = trainer.prefix_cache_bytes
         try:
             for round_ in range(args.rounds):
@@ -106,7 +106,7 @@ def main(argv: list[str] | None = None) -> int:
                         row.update(logp_gap_mean=round(float(gap.abs().mean()), 4),
                                    logp_gap_max=round(float(gap.abs().max()), 3),
                                    ratio_outside_clip=round(float(((gap.exp() - 1).abs() > 0.2).float().mean()), 4))
-                    runs[f"{dtype}/{update}/{threads}/{cache}"].append(row)
+                    runs[dtype, update, threads, cache].append(row)
                     print(f"round {round_ + 1} generation {dtype} update {update} threads {threads} prefix cache {cache}: "
                           + json.dumps(row), flush=True)
         finally:
@@ -114,7 +114,7 @@ def main(argv: list[str] | None = None) -> int:
     base = None
     rows = []
     for dtype, update, threads, cache in settings:
-        samples = runs[f"{dtype}/{update}/{threads}/{cache}"]
+        samples = runs[dtype, update, threads, cache]
         median = {k: statistics.median(s[k] for s in samples) for k in samples[0]}  # gaps: their median too
         base = base or median
         rows.append({"generation_dtype": dtype, "update_dtype": update, "threads": threads, "prefix_cache": cache, **median,

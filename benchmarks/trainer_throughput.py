@@ -178,10 +178,6 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{precision}: speedup (ours/stock tokens/s) {row['speedup_tokens_per_s']:.2f}x; peak memory "
               f"ours/stock {row['peak_memory_ratio_ours_over_stock']:.2f} ({ours['memory_kind']}); |loss "
               f"difference| {row['loss_abs_difference']:.2e}")
-    first = summary["precisions"][args.precisions[0]]  # the old top-level fields, for the first precision
-    summary.update(stock=first["stock"], ours=first["ours"], speedup_tokens_per_s=first["speedup_tokens_per_s"],
-                   peak_memory_ratio_ours_over_stock=first["peak_memory_ratio_ours_over_stock"],
-                   loss_abs_difference=first["loss_abs_difference"])
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(summary, indent=2))
