@@ -55,27 +55,13 @@ def main(argv: list[str] | None = None) -> int:
 
     from skillrise_gym.env import SequenceEnv
     from skillrise_gym.models import build_tiny_model, encode_chat, load_model_and_tokenizer
-    from skillrise_train.warmstart import (check_format, greedy_answerer, reading_examples, trajectory_clauses,
-                                           warm_start)
+    from skillrise_train.warmstart import check_format, greedy_answerer, several_reading_examples, warm_start
 
     torch.set_num_threads(1)
     torch.manual_seed(args.seed)
     env = SequenceEnv(backend="rulebook", K=4, split="train", max_task_steps=1, prompt_style="compact",
                       backend_options={"rules": 2, "bins": 4})
-    rng = np.random.default_rng(args.seed)
-    # the clause pool the warm start reads notes from: every clause of played training trajectories
-    clauses: dict[str, None] = {}
-    for _ in range(300):
-        obs, _info = env.reset(seed=int(rng.integers(2**31)))
-        done = False
-        while not done:
-            obs, _r, done, _t, _i = env.step("<action>red bin</action>" if int(obs["role"]) == 0 else "<skill>none</skill>")
-            if int(obs.get("role", 0)) == 1 and env.records:
-                clauses.update(dict.fromkeys(trajectory_clauses(env.records[-1].history)))
-    examples = []
-    for _ in range(args.sequences):
-        _obs, info = env.reset(seed=int(rng.integers(2**31)))
-        examples += [e for e in reading_examples(env, info["task_ids"], clauses, 6, rng) if e.several]
+    examples = several_reading_examples(env, args.sequences, 6, np.random.default_rng(args.seed))
     if args.model is None:
         with tempfile.TemporaryDirectory() as scratch:
             path = build_tiny_model(Path(scratch) / "model", hidden_size=args.width, num_layers=args.layers)

@@ -85,6 +85,10 @@ class Preset:
     warmstart_sequences: int = 1000
     warmstart_documents: str = "one"  # "several" for documents of several rules (R >= 2)
     warmstart_reading: int = 2  # reading examples per warm-start sequence
+    # > 0: first this many steps of a reading-only warm start (notes of several rules, the item's clause as the
+    # target: benchmarks/reading_probe.py), its LoRA of this rank merged in; the format warm start follows
+    warmstart_reading_first: int = 0
+    warmstart_reading_rank: int = 16
     warmstart_lr: float = 3e-3
     warmstart_batch: int = 32
     max_new_tokens: int = 24
@@ -156,6 +160,8 @@ def untrained(p: Preset, work: Path, log, algo: str = "skillrise") -> str:
     from skillrise_train.trainer import save_warm_started
 
     out = work / ("untrained" if algo != "lamer" else "untrained-lamer")
+    if p.warmstart_reading_first and algo != "lamer":
+        p = replace(p, model=reading_first(p, work, log))
     if not p.warmstart_steps:
         return p.model
     if is_model_folder(out):
@@ -170,6 +176,51 @@ def untrained(p: Preset, work: Path, log, algo: str = "skillrise") -> str:
                          seed=p.seed, threads=p.threads,
                          backend_options=backend_options(p))
     return save_warm_started(config, str(out))
+
+
+def reading_first(p: Preset, work: Path, log) -> str:
+    """A reading-only warm start of `p.model` (`several_reading_examples`: two or three clauses naming
+    different bins, the target the bin of the one about the item; `p.warmstart_reading_first` steps of
+    `p.warmstart_batch` at `p.warmstart_lr`), saved as a model folder in WORK/reading-first/; with --lora an
+    adapter of rank `p.warmstart_reading_rank` merged into the weights. It teaches generic reading (which
+    clause is about this item), never a family's answer: the notes' clauses come from other tasks."""
+    import numpy as np
+    import torch
+
+    from skillrise_gym.env import SequenceEnv
+    from skillrise_gym.models import encode_chat, is_model_folder, load_model_and_tokenizer
+    from skillrise_train.warmstart import several_reading_examples, warm_start
+
+    out = work / "reading-first"
+    if is_model_folder(out):
+        return str(out)
+    log(f"[reading-first] {p.warmstart_reading_first} steps on notes of several rules only")
+    torch.manual_seed(p.seed)
+    env = SequenceEnv(backend="rulebook", K=p.K, split="train", max_task_steps=1, prompt_style="compact",
+                      backend_options=backend_options(p))
+    try:
+        examples = several_reading_examples(env, p.warmstart_sequences, 6, np.random.default_rng(p.seed))
+    finally:
+        env.close()
+    model, tokenizer = load_model_and_tokenizer(p.model)
+    if p.lora:
+        from peft import LoraConfig, get_peft_model
+
+        rank = p.warmstart_reading_rank
+        model = get_peft_model(model, LoraConfig(r=rank, lora_alpha=2 * rank, lora_dropout=0.0,
+                                                 target_modules="all-linear", task_type="CAUSAL_LM"))
+    losses = warm_start(model, tokenizer, lambda prompt, prefix: encode_chat(tokenizer, prompt, prefix, max_tokens=4096),
+                        examples, p.warmstart_reading_first, batch_size=p.warmstart_batch, lr=p.warmstart_lr,
+                        seed=p.seed)
+    if p.lora:
+        model = model.merge_and_unload()
+    scratch = Path(str(out) + ".tmp")
+    model.save_pretrained(scratch)
+    tokenizer.save_pretrained(scratch)
+    scratch.rename(out)
+    tail = losses[-20:]
+    log(f"[reading-first] {len(examples)} notes, final loss {sum(tail) / max(1, len(tail)):.3f}")
+    return str(out)
 
 
 # ------------------------------------------------------------------------------------------ evaluation
@@ -630,6 +681,8 @@ def main(argv: list[str] | None = None) -> int:
     preset = asdict(SCALE if args.scale else CPU)
     preset.update({k: v for k, v in vars(args).items() if k in preset and v is not None})
     p = Preset(**preset)
+    if p.warmstart_reading_first < 0 or p.warmstart_reading_rank < 1:
+        parser.error("--warmstart-reading-first must be >= 0 and --warmstart-reading-rank >= 1")
     work = Path(args.work_dir)
     if args.fresh and work.exists():
         shutil.rmtree(work)

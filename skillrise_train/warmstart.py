@@ -49,7 +49,7 @@ from typing import Any, Callable, Collection, Sequence
 import numpy as np
 
 from skillrise_gym.documents import clauses as document_clauses, words as word_set
-from skillrise_gym.prompts import ROLE_SOLVE, action_answer, reflection_answer, skill_answer
+from skillrise_gym.prompts import ROLE_CURATE, ROLE_SOLVE, action_answer, reflection_answer, skill_answer
 
 
 @dataclass(frozen=True)
@@ -185,6 +185,31 @@ def reading_examples(env: Any, task_ids: Sequence[str], clauses: Collection[str]
         obs, _ = env.reset(options={"task_ids": list(task_ids), "skill_document": note})
         out.append(Example(str(obs["prompt"]), action_answer(target), str(obs.get("answer_prefix") or ""),
                            several=several_rules))
+    return out
+
+
+def several_reading_examples(env: Any, sequences: int, per_sequence: int, rng: np.random.Generator,
+                             pool_sequences: int = 300) -> list[Example]:
+    """Only the reading notes of several rules (`reading_examples` with `several`): two or three clauses
+    naming different actions, one about the item, the target the action of the one about the item. The
+    clauses come from `pool_sequences` played training sequences (first admissible action, empty documents),
+    the notes from `sequences` others, `per_sequence` drawn for each (those that come out one-clause are
+    dropped). For a reading-only warm start before the format warm start, and for
+    benchmarks/reading_probe.py."""
+    clauses: dict[str, None] = {}
+    for _ in range(pool_sequences):
+        obs, _info = env.reset(seed=int(rng.integers(2**31)))
+        done = False
+        while not done:
+            solve = int(obs["role"]) == ROLE_SOLVE
+            answer = action_answer(str(list(obs["admissible_actions"])[0])) if solve else skill_answer("none")
+            obs, _r, done, _t, _i = env.step(answer)
+            if int(obs.get("role", ROLE_SOLVE)) == ROLE_CURATE and env.records:  # a task just ended
+                clauses.update(dict.fromkeys(trajectory_clauses(env.records[-1].history)))
+    out: list[Example] = []
+    for _ in range(sequences):
+        _obs, info = env.reset(seed=int(rng.integers(2**31)))
+        out += [e for e in reading_examples(env, info["task_ids"], clauses, per_sequence, rng) if e.several]
     return out
 
 
