@@ -2,18 +2,23 @@
 
 Agent turns have long prompts and short completions. Stock TRL scores every position through its fused LM
 head when Triton is unavailable (CPU); `SkillRiseTrainer` asks the model for the completion positions only.
-Both variants run the trainer's `compute_loss` (token-budget micro-batches, TRL's `_compute_loss` on each:
-clipped objective, entropy bonus) and the backward pass on the same rows, each variant in its own process
-so peak memory is measured separately.
+A step's rows also share long prompt prefixes (a trial's turns, a group's first turns): the "shared" variant
+runs each shared prefix once (skillrise_train/shared_prefix.py, `--share-prefixes`, on by default); "ours" is
+the same trainer without it. Every variant runs the trainer's `compute_loss` (token-budget micro-batches,
+TRL's `_compute_loss` on each: clipped objective, entropy bonus) and the backward pass on the same rows, each
+in its own process so peak memory is measured separately. Random rows share nothing (there "shared" is
+"ours"); `--rows-from` scores a recorded step's turns.
 
     python benchmarks/trainer_throughput.py                      # SmolLM2-135M, 4 rows of ~800+32 tokens
+    python benchmarks/trainer_throughput.py --rows-from benchmarks/data/main_job_turns.jsonl --rows 12 \
+        --repeats 1 --rounds 2 --out benchmarks/results/trainer_throughput_main_job.json   # the main job's rows
     python benchmarks/trainer_throughput.py --rounds 3 --precisions float32 bfloat16   # interleaved, both
     python benchmarks/trainer_throughput.py --model tiny --repeats 3
 
-`--rounds` runs the variants alternately (stock, ours, stock, ours, ...), each round in fresh processes, and
+`--rounds` runs the variants alternately (stock, ours, shared, stock, ...), each round in fresh processes, and
 reports the median over every timed update of every round; `--precisions bfloat16` autocasts both variants'
-update as `--bf16` does (TRL's own path and ours alike). Prints tokens/s and peak memory of both and their
-ratios; saves JSON (medians) to --out.
+update as `--bf16` does (TRL's own path and ours alike). Prints tokens/s (row tokens: the same count for
+every variant) and peak memory of each and their ratios; saves JSON (medians) to --out.
 """
 
 from __future__ import annotations
@@ -28,6 +33,11 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+
+
+#: stock: TRL's log-prob path (every position scored); ours: completion positions only, no shared
+#: prefixes (--no-share-prefixes); shared: ours with the update's shared prompt prefixes (shared_prefix.py)
+VARIANTS = ("stock", "ours", "shared")
 
 
 def _peak_rss_mb() -> float:
@@ -55,21 +65,30 @@ def run_variant(variant: str, args: argparse.Namespace) -> dict:
 
         _get_per_token_logps_and_entropies = GRPOTrainer._get_per_token_logps_and_entropies
 
-    cls = SkillRiseTrainer if variant == "ours" else StockUpdate
+    cls = StockUpdate if variant == "stock" else SkillRiseTrainer
     with tempfile.TemporaryDirectory() as out:
         config = TrainConfig(env="toy", model=args.model, lora=args.lora, output_dir=out, steps=1,
                              max_new_tokens=args.completion_tokens, threads=args.threads,
-                             bf16=args.precision == "bfloat16")
+                             bf16=args.precision == "bfloat16", share_prefixes=variant == "shared")
         trainer = cls.from_config(config)
         trainer.current_gradient_accumulation_steps = 1
         model = trainer.model
         model.train()
         vocab = model.config.vocab_size
         g = torch.Generator().manual_seed(1)
-        prompts = [torch.randint(10, vocab, (args.prompt_tokens - 37 * i,), generator=g).tolist() for i in range(args.rows)]
-        completions = [torch.randint(10, vocab, (args.completion_tokens - i % 3,), generator=g).tolist()
-                       for i in range(args.rows)]
-        advantages = [(-1.0) ** i * (1 + i / 10) for i in range(args.rows)]
+        if args.rows_from:  # a recorded step's turns: prompts as the trainer encodes them, completions as sampled
+            turns = [json.loads(line) for line in Path(args.rows_from).read_text().splitlines() if line.strip()]
+            turns = turns[:args.rows] if args.rows else turns
+            prompts = [trainer.encode_prompt(t["prompt"])[0] for t in turns]
+            completions = [trainer.processing_class.encode(t["response"], add_special_tokens=False)
+                           [:args.completion_tokens] for t in turns]
+        else:
+            rows = args.rows or 4
+            prompts = [torch.randint(10, vocab, (args.prompt_tokens - 37 * i,), generator=g).tolist()
+                       for i in range(rows)]
+            completions = [torch.randint(10, vocab, (args.completion_tokens - i % 3,), generator=g).tolist()
+                           for i in range(rows)]
+        advantages = [(-1.0) ** i * (1 + i / 10) for i in range(len(prompts))]
         batch = trainer.rows_to_batch(prompts, completions, advantages)
         tokens = int(batch["prompt_mask"].sum() + batch["completion_mask"].sum())
         device = trainer.accelerator.device
@@ -98,8 +117,9 @@ def run_variant(variant: str, args: argparse.Namespace) -> dict:
     return {
         "variant": variant,
         "device": str(device),
-        "rows": args.rows,
+        "rows": len(prompts),
         "tokens_per_update": tokens,
+        "update_tokens_run": (trainer._metrics["train"].get("update/tokens_run") or [None])[-1],
         "seconds": times,
         "median_seconds": statistics.median(times),
         "tokens_per_s": tokens / statistics.median(times),
@@ -113,7 +133,8 @@ def run_variant(variant: str, args: argparse.Namespace) -> dict:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--model", default="smollm2")
-    parser.add_argument("--rows", type=int, default=4)
+    parser.add_argument("--rows", type=int, default=None,
+                        help="rows per update: random rows (default 4), or the first ROWS turns of --rows-from (default all)")
     parser.add_argument("--prompt-tokens", type=int, default=800)
     parser.add_argument("--completion-tokens", type=int, default=32)
     parser.add_argument("--repeats", type=int, default=3)
@@ -123,8 +144,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--precisions", nargs="+", choices=["float32", "bfloat16"], default=["float32"],
                         help="the update's precision (bfloat16: autocast, as --bf16)")
     parser.add_argument("--precision", choices=["float32", "bfloat16"], default="float32", help=argparse.SUPPRESS)
+    parser.add_argument("--rows-from", default=None, metavar="TURNS_JSONL",
+                        help="score these recorded turns (turns.jsonl) instead of --rows random rows, e.g. "
+                             "benchmarks/data/main_job_turns.jsonl (the main job's first step, 22 rows)")
     parser.add_argument("--out", default="benchmarks/results/trainer_throughput.json")
-    parser.add_argument("--variant", choices=["ours", "stock"], help=argparse.SUPPRESS)
+    parser.add_argument("--variant", choices=list(VARIANTS), help=argparse.SUPPRESS)
     parser.add_argument("--result-file", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
 
@@ -133,31 +157,35 @@ def main(argv: list[str] | None = None) -> int:
         Path(args.result_file).write_text(json.dumps(result))
         return 0
 
-    if args.rounds < 1:
-        parser.error("--rounds must be >= 1")
-    runs: dict[tuple[str, str], list[dict]] = {(p, v): [] for p in args.precisions for v in ("stock", "ours")}
+    if args.rounds < 1 or (args.rows is not None and args.rows < 1):
+        parser.error("--rounds and --rows must be >= 1")
+    if args.rows_from and not Path(args.rows_from).is_file():
+        parser.error(f"--rows-from {args.rows_from}: no such file")
+    runs: dict[tuple[str, str], list[dict]] = {(p, v): [] for p in args.precisions for v in VARIANTS}
     for _round in range(args.rounds):
         for precision in args.precisions:
-            for variant in ("stock", "ours"):
+            for variant in VARIANTS:
                 with tempfile.NamedTemporaryFile(suffix=".json", delete=False) as handle:
                     result_file = handle.name
                 child = [sys.executable, __file__, "--variant", variant, "--result-file", result_file,
                          "--precision", precision]
                 for name in ("model", "rows", "prompt_tokens", "completion_tokens", "repeats", "threads"):
-                    child += [f"--{name.replace('_', '-')}", str(getattr(args, name))]
+                    if getattr(args, name) is not None:
+                        child += [f"--{name.replace('_', '-')}", str(getattr(args, name))]
                 child.append("--lora" if args.lora else "--no-lora")
+                child += ["--rows-from", args.rows_from] if args.rows_from else []
                 subprocess.run(child, check=True)
                 runs[precision, variant].append(json.loads(Path(result_file).read_text()))
                 os.unlink(result_file)
     summary = {"benchmark": "trainer_throughput", "command": "python benchmarks/trainer_throughput.py "
                + " ".join(argv if argv is not None else sys.argv[1:]), "model": args.model, "lora": args.lora,
-               "rows": args.rows, "prompt_tokens": args.prompt_tokens, "completion_tokens": args.completion_tokens,
+               "rows": args.rows, "rows_from": args.rows_from, "prompt_tokens": args.prompt_tokens, "completion_tokens": args.completion_tokens,
                "repeats": args.repeats, "rounds": args.rounds, "threads": args.threads,
                "load_average": [round(x, 2) for x in os.getloadavg()], "precisions": {}}
     print(f"{'precision':>9s} | {'variant':>8s} | {'tokens/s':>10s} | {'median s':>9s} | {'peak MB':>9s} | loss")
     for precision in args.precisions:
         merged = {}
-        for variant in ("stock", "ours"):
+        for variant in VARIANTS:
             results = runs[precision, variant]
             seconds = [t for r in results for t in r["seconds"]]
             merged[variant] = {**results[-1], "seconds": seconds, "median_seconds": statistics.median(seconds),
@@ -167,17 +195,25 @@ def main(argv: list[str] | None = None) -> int:
             r = merged[variant]
             print(f"{precision:>9s} | {variant:>8s} | {r['tokens_per_s']:>10.0f} | {r['median_seconds']:>9.3f} | "
                   f"{r['peak_memory_mb']:>9.0f} | {r['loss']:.6f}")
-        ours, stock = merged["ours"], merged["stock"]
+        ours, stock, shared = merged["ours"], merged["stock"], merged["shared"]
         summary["precisions"][precision] = {
-            "stock": stock, "ours": ours,
+            "stock": stock, "ours": ours, "shared": shared,
             "speedup_tokens_per_s": ours["tokens_per_s"] / stock["tokens_per_s"],
             "peak_memory_ratio_ours_over_stock": ours["peak_memory_mb"] / stock["peak_memory_mb"],
             "loss_abs_difference": abs(ours["loss"] - stock["loss"]),
+            "shared_speedup_over_stock": shared["tokens_per_s"] / stock["tokens_per_s"],
+            "shared_speedup_over_ours": shared["tokens_per_s"] / ours["tokens_per_s"],
+            "peak_memory_ratio_shared_over_stock": shared["peak_memory_mb"] / stock["peak_memory_mb"],
+            "shared_loss_abs_difference": abs(shared["loss"] - stock["loss"]),
         }
         row = summary["precisions"][precision]
         print(f"{precision}: speedup (ours/stock tokens/s) {row['speedup_tokens_per_s']:.2f}x; peak memory "
               f"ours/stock {row['peak_memory_ratio_ours_over_stock']:.2f} ({ours['memory_kind']}); |loss "
               f"difference| {row['loss_abs_difference']:.2e}")
+        print(f"{precision}: shared prefixes (tokens run {shared['update_tokens_run'] or 1:.2f} of all): "
+              f"{row['shared_speedup_over_stock']:.2f}x stock, {row['shared_speedup_over_ours']:.2f}x ours "
+              f"without; peak memory shared/stock {row['peak_memory_ratio_shared_over_stock']:.2f}; |loss "
+              f"difference| {row['shared_loss_abs_difference']:.2e}")
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(summary, indent=2))

@@ -168,6 +168,7 @@ class TrainConfig:
     bf16: bool = option(False, 'Autocast the update to bfloat16, on GPUs and CPUs (faster on a CPU with bf16 units: docs/train.md, CPU generation).')
     generation_dtype: str | None = option(None, "Generate with a copy of the policy in this dtype (bfloat16, float16, float32); its log-probs of the sampled tokens are the old policy's (docs/train.md, CPU generation). Not with --use-vllm.")
     prefix_cache_mb: int = option(1024, "Keep up to this many MB of prompt keys/values during a rollout, so a turn whose prompt starts like an earlier one prefills only the rest (HF generate; docs/train.md, CPU generation); 0: off.")
+    share_prefixes: bool = option(True, "In the update, run each prompt prefix that several rows of a step share once (the rows' own tokens run on its keys and values; same loss and gradients; one process only; docs/train.md, Shared prefixes in the update).")
     gradient_checkpointing: bool = option(False, 'Recompute activations in the backward pass: bounds update memory by the longest row (docs/train.md).')
     generation_batch: int = option(64, 'Most prompts generated in one call (bounds generation memory).')
     record_turns: bool = option(True, 'Write every turn (prompt, response, credit) to output_dir/turns.jsonl.')

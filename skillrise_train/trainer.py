@@ -55,7 +55,8 @@ import math
 import time
 import warnings
 from collections import defaultdict
-from typing import Any
+from contextlib import contextmanager
+from typing import Any, Iterator
 
 import torch
 from transformers import TrainerCallback
@@ -63,12 +64,14 @@ from transformers import TrainerCallback
 from skillrise_train.trl_adapter import GRPOAdapter, GRPOConfig, check_trl_version, pad, vllm_engine_admits
 
 from skillrise_gym.backends.base import ConfigurationError
+from skillrise_gym.prefix_cache import supports
 from skillrise_gym.records import write_jsonl
 from skillrise_train.config import TrainConfig
 from skillrise_train.grpo_args import make_grpo_config, resolve_prompt_style, vllm_settings
 from skillrise_train.distributed import LockstepGeneration, Ranks, common_packing
 from skillrise_train.rollout import RolloutEngine
 from skillrise_train.samples import Completion, RolloutResult, merge_results, rollout_stats
+from skillrise_train.shared_prefix import PrefixPlan, plan_rows
 
 #: what a process with nothing to generate sends in a lockstep generation call (its output is thrown away)
 PLACEHOLDER_PROMPT = "ok"
@@ -470,8 +473,10 @@ class SkillRiseTrainer(GRPOAdapter):
         """
         if return_outputs:
             raise ValueError("SkillRiseTrainer does not return outputs")
-        groups = self.pack_rows(inputs)
-        if len(groups) == 1 and not self.ranks.several:
+        plan = self.prefix_plan(inputs)
+        groups = self.pack_rows(inputs) if plan is None else \
+            [torch.tensor(g, device=inputs["completion_mask"].device) for g in plan.groups]
+        if plan is None and len(groups) == 1 and not self.ranks.several:
             return self.policy_loss(model, inputs)
         completion_mask = inputs["completion_mask"]
         rows_total = completion_mask.size(0)
@@ -481,24 +486,63 @@ class SkillRiseTrainer(GRPOAdapter):
         entropy_tokens = self.ranks.total(int(completion_mask.sum())) / self.ranks.world_size if self.ranks.several \
             else float(tokens_total)
         done = torch.zeros((), device=completion_mask.device)
-        for number, rows in enumerate(groups):
-            micro = {k: (v[rows] if isinstance(v, torch.Tensor) and v.dim() > 0 and v.size(0) == rows_total else v)
-                     for k, v in inputs.items()}
-            tokens = micro["completion_mask"].sum()
-            if self.batch_token_normalised:
-                weight = 1.0  # already normalised by the whole batch's token count
-            elif self.sequence_mean_loss:  # per-sequence means (grpo, dr_grpo, luspo, sapo)
-                weight = len(rows) / rows_total
-            else:  # bnpo: a token mean over this micro-batch
-                weight = float(tokens / tokens_total)
-            # TRL's entropy bonus is a per-micro-batch token mean: reweight it to the whole batch's
-            share = float(tokens) / max(1.0, entropy_tokens)
-            with self.entropy_scale(share / weight if weight else 0.0):
-                loss = self.policy_loss(model, micro) * weight
-            if number < len(groups) - 1:
-                self.accelerator.backward(loss)
-                done = done + loss.detach()
+        try:
+            for number, rows in enumerate(groups):
+                micro = {k: (v[rows] if isinstance(v, torch.Tensor) and v.dim() > 0 and v.size(0) == rows_total
+                             else v) for k, v in inputs.items()}
+                tokens = micro["completion_mask"].sum()
+                if self.batch_token_normalised:
+                    weight = 1.0  # already normalised by the whole batch's token count
+                elif self.sequence_mean_loss:  # per-sequence means (grpo, dr_grpo, luspo, sapo)
+                    weight = len(rows) / rows_total
+                else:  # bnpo: a token mean over this micro-batch
+                    weight = float(tokens / tokens_total)
+                # TRL's entropy bonus is a per-micro-batch token mean: reweight it to the whole batch's
+                share = float(tokens) / max(1.0, entropy_tokens)
+                with self.entropy_scale(share / weight if weight else 0.0), self.scoring_shared(plan, rows):
+                    loss = self.policy_loss(model, micro) * weight
+                if plan is not None:  # every backward here: a node's own backward follows its last row's
+                    self.accelerator.backward(loss)
+                    plan.release(rows.tolist())
+                    done = done + loss.detach()
+                elif number < len(groups) - 1:
+                    self.accelerator.backward(loss)
+                    done = done + loss.detach()
+        finally:
+            if plan is not None:
+                plan.close()
+        if plan is not None:
+            # every backward pass has run: the loss returned for the Trainer's own backward carries no graph
+            return done.requires_grad_()
         return loss + done
+
+    def prefix_plan(self, inputs: dict[str, Any]) -> PrefixPlan | None:
+        """The update's shared-prefix plan for this batch (shared_prefix.py), or None: `--share-prefixes`
+        off, several processes (DDP all-reduces in every backward pass, and a node's backward comes after
+        its rows'), a sharded model, gradient checkpointing, a cache that is not plain full attention, or a
+        batch whose shared prefixes would save under a tenth of its tokens."""
+        if (not self.config.share_prefixes or self.ranks.several or self.sharded_generation
+                or self.is_deepspeed_enabled or self.config.gradient_checkpointing
+                or not supports(self.accelerator.unwrap_model(self.model))):
+            return None
+        mask = inputs["prompt_mask"].bool()
+        prompts = [row[keep].tolist() for row, keep in zip(inputs["prompt_ids"], mask)]
+        plan = plan_rows(prompts, inputs["completion_mask"].size(1), self.micro_batch_budget)
+        plain, shared = plan.tokens()
+        self.log_metric("update/tokens_run", shared / max(1, plain))
+        return plan if shared <= 0.9 * plain else None
+
+    @contextmanager
+    def scoring_shared(self, plan: PrefixPlan | None, rows: torch.Tensor) -> Iterator[None]:
+        """While the loss scores micro-batch `rows` of `plan`, its log-probs run on the rows' shared prefix."""
+        if plan is None:
+            yield
+            return
+        self._shared_rows = (plan, rows.tolist())
+        try:
+            yield
+        finally:
+            self._shared_rows = None
 
     @property
     def micro_batch_budget(self) -> int:

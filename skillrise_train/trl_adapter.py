@@ -152,6 +152,8 @@ class GRPOAdapter(GRPOTrainer):
     _prefix_cache: Any = None
     #: the last block's prefill counts (`prefix_cache.PrefillStats`; None before any block with the cache on)
     last_prefill: Any = None
+    #: (plan, row indices) while the update scores a micro-batch of `shared_prefix.PrefixPlan` (compute_loss)
+    _shared_rows: Any = None
 
     # ------------------------------------------------------------------ what subclasses implement
     def rollout_batch(self) -> dict[str, Any]:
@@ -171,17 +173,28 @@ class GRPOAdapter(GRPOTrainer):
                 compute_entropy=compute_entropy, compute_aux_loss=compute_aux_loss, **multimodal,
             )
         batch_size = batch_size or input_ids.size(0)
+        shared = self._shared_rows
+        if shared is not None and input_ids.size(0) != len(shared[1]):
+            raise RuntimeError(f"the shared-prefix plan's micro-batch has {len(shared[1])} rows, the loss "
+                               f"scored {input_ids.size(0)}")
         all_logps, all_entropies = [], []
-        for start in range(0, input_ids.size(0), batch_size):
+        for start in range(0, input_ids.size(0), batch_size if shared is None else input_ids.size(0)):
             ids = input_ids[start : start + batch_size]
             mask = attention_mask[start : start + batch_size]
-            if bool(mask.all()):
-                # no padding: without a mask, SDPA takes its causal (flash) kernel and never materialises the
-                # L x L attention matrix (on CPU the masked path keeps it for the backward pass)
-                mask = None
-            with self.accelerator.autocast():
-                # the logits at position t predict token t+1: keep_k + 1 positions cover the k completion tokens
-                logits = model(input_ids=ids, attention_mask=mask, logits_to_keep=logits_to_keep + 1, use_cache=False).logits
+            if shared is not None:  # rows under one shared prompt prefix, run on its keys and values
+                plan, rows = shared
+                ids = input_ids
+                logits = plan.row_logits(model, rows, input_ids, attention_mask, logits_to_keep,
+                                         self.accelerator.autocast)
+            else:
+                if bool(mask.all()):
+                    # no padding: without a mask, SDPA takes its causal (flash) kernel and never materialises
+                    # the L x L attention matrix (on CPU the masked path keeps it for the backward pass)
+                    mask = None
+                with self.accelerator.autocast():
+                    # the logits at position t predict token t+1: keep_k + 1 positions cover the k completion tokens
+                    logits = model(input_ids=ids, attention_mask=mask, logits_to_keep=logits_to_keep + 1,
+                                   use_cache=False).logits
             logits = logits[:, :-1, :].float()
             targets = ids[:, -logits_to_keep:]
             if compute_entropy:  # the entropy bonus needs its gradient
