@@ -153,8 +153,8 @@ class PrefixPlan:
             while node is not None:
                 node.rows -= 1
                 if node.rows == 0 and node.outputs is not None:
-                    pairs = [(out, leaf.grad) for o, l in zip(node.outputs, node.leaves or [])
-                             for out, leaf in zip(o, l) if out.requires_grad and leaf.grad is not None]
+                    pairs = [(out, leaf.grad) for outs, leaves in zip(node.outputs, node.leaves or [])
+                             for out, leaf in zip(outs, leaves) if out.requires_grad and leaf.grad is not None]
                     if pairs:
                         torch.autograd.backward([p[0] for p in pairs], [p[1] for p in pairs])
                     node.outputs = node.leaves = None

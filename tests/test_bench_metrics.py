@@ -290,3 +290,29 @@ def test_transfer_experiment_passes_its_pretrained_model_flags_on(tmp_path, monk
     monkeypatch.setattr(hf_agent, "HFAgent", lambda config: config)
     assert module.policy_agent("some/model", p).dtype == "bfloat16"
     assert module.policy_agent("some/model", module.Preset()).dtype is None  # float32: the agent's default
+
+
+def test_transfer_experiment_reading_first_stage(tmp_path, monkeypatch):
+    """--warmstart-reading-first N: a reading-only warm start (notes of several rules) saved as a model folder
+    that the format warm start starts from; reused when present; negative values are refused (exit 2)."""
+    import importlib.util
+    import sys
+    from pathlib import Path
+
+    from skillrise_gym.models import is_model_folder
+
+    path = Path(__file__).resolve().parent.parent / "benchmarks" / "transfer_experiment.py"
+    spec = importlib.util.spec_from_file_location("transfer_experiment_reading_first", path)
+    module = importlib.util.module_from_spec(spec)
+    monkeypatch.setitem(sys.modules, spec.name, module)
+    spec.loader.exec_module(module)
+    p = module.Preset(rules=2, bins=4, K=2, warmstart_reading_first=2, warmstart_steps=0, warmstart_sequences=6,
+                      warmstart_batch=4)
+    start = module.untrained(p, tmp_path, print)
+    assert start == str(tmp_path / "reading-first") and is_model_folder(start)
+    stamp = (Path(start) / "config.json").stat().st_mtime_ns
+    assert module.untrained(p, tmp_path, print) == start  # reused, not retrained
+    assert (Path(start) / "config.json").stat().st_mtime_ns == stamp
+    with pytest.raises(SystemExit) as exit_info:
+        module.main(["--warmstart-reading-first", "-1", "--work-dir", str(tmp_path / "w")])
+    assert exit_info.value.code == 2
