@@ -24,7 +24,7 @@ soon as it ends; a part that fails records its exception and the next one runs:
   accelerator's autocast (bf16 on a GPU, as in training); completion tokens/s and peak GPU memory per batch
   size; plus TRL's own unseeded path at the largest batch for reference.
 - ``update``: `trainer.compute_loss` + backward on 32 rows of ~800 + 32 tokens, as
-  benchmarks/trainer_throughput.py does, at micro_batch_tokens 1024 (the CPU default), 4096, 32768 and -1 (auto: sized from the GPU's memory); tokens/s, peak
+  benchmarks/trainer_throughput.py does, at micro_batch_tokens 1024 (the CPU default), 4096, 32768 and -1 (auto: sized from the GPU's memory); then the main job's recorded rows with --share-prefixes off and on; tokens/s, peak
   memory.
 - ``train/<env>/<algo>``: `skillrise_train.cli.run(TrainConfig(...))`, one step (K=2, G=4, S=2, max_task_steps
   3, max_new_tokens 32, LoRA, bf16) on rulebook and webshop (the generated catalog), skillrise and grpo;
@@ -479,12 +479,12 @@ def measure_update(entry: dict[str, Any], trainer: Any, size: dict[str, Any], re
                   "path": "trainer.compute_loss(model, batch) + loss.backward() (token-budget micro-batches)",
                   "budgets": []})
 
-    def update() -> tuple[float, float]:
+    def update(rows: dict[str, Any] = batch) -> tuple[float, float]:
         sync()
         t0 = time.perf_counter()
         model.zero_grad(set_to_none=True)
         with trainer.accelerator.autocast():
-            loss = trainer.compute_loss(model, batch)
+            loss = trainer.compute_loss(model, rows)
         loss.backward()
         sync()
         return time.perf_counter() - t0, float(loss.detach())
@@ -513,9 +513,55 @@ def measure_update(entry: dict[str, Any], trainer: Any, size: dict[str, Any], re
             report.save()
             print(f"  update micro_batch_tokens {budget}: {row.get('update_tokens_per_s', row.get('error'))} tokens/s, "
                   f"peak {row.get('peak_memory_mib', 0):.0f} MiB", flush=True)
+        # the main job's recorded rows (they share prompt prefixes): the update with and without sharing them
+        spent = time.perf_counter() - started
+        if spent > cap or report.remaining() < 4 * MIN_PART_S["train"]:
+            entry["shared_prefixes"] = {"skipped": f"time cap ({spent:.0f} s spent)"}
+        else:
+            entry["shared_prefixes"] = measure_shared_prefixes(trainer, update, size)
+            report.save()
     finally:
         trainer.config.micro_batch_tokens = original
         model.zero_grad(set_to_none=True)
+
+
+def measure_shared_prefixes(trainer: Any, update: Any, size: dict[str, Any]) -> dict[str, Any]:
+    """`update` (on `trainer`'s batch, rebound here) on the main job's first step (benchmarks/data/
+    main_job_turns.jsonl, 22 turns sharing prompt prefixes) at the auto token budget, `--share-prefixes` off
+    and on: on a GPU the plan's smaller micro-batches may cost more than its saved tokens."""
+    turns = [json.loads(line) for line in (ROOT / "benchmarks" / "data" / "main_job_turns.jsonl").read_text().splitlines()
+             if line.strip()]
+    prompts = [trainer.encode_prompt(t["prompt"])[0] for t in turns]
+    completions = [trainer.processing_class.encode(t["response"], add_special_tokens=False)[:size["new_tokens"]]
+                   for t in turns]
+    batch = trainer.rows_to_batch(prompts, completions, [(-1.0) ** i for i in range(len(turns))])
+    tokens = int(batch["prompt_mask"].sum() + batch["completion_mask"].sum())
+    out: dict[str, Any] = {"rows": len(turns), "tokens_per_update": tokens, "micro_batch_tokens": -1}
+    saved = (trainer.config.micro_batch_tokens, trainer.config.share_prefixes)
+    trainer.config.micro_batch_tokens = -1
+    try:
+        for share in (False, True):
+            trainer.config.share_prefixes = share
+            plan = trainer.prefix_plan(batch)
+            key = "shared" if share else "plain"
+            try:
+                update(batch)  # warm-up
+                reset_peak()
+                runs = [update(batch) for _ in range(size["update_repeats"])]
+                seconds = statistics.median(t for t, _ in runs)
+                out[key] = {"seconds": round(seconds, 4), "update_tokens_per_s": round(tokens / seconds, 1),
+                            "micro_batches": len(plan.groups) if plan else len(trainer.pack_rows(batch)),
+                            "tokens_run": round(plan.tokens()[1] / plan.tokens()[0], 3) if plan else 1.0,
+                            "loss": runs[-1][1], **peak_memory()}
+            except Exception as exc:  # noqa: BLE001
+                out[key] = {"error": f"{type(exc).__name__}: {exc}"[:2000]}
+            print(f"  update, main job rows, share_prefixes={share}: "
+                  f"{out[key].get('update_tokens_per_s', out[key].get('error'))} tokens/s", flush=True)
+    finally:
+        trainer.config.micro_batch_tokens, trainer.config.share_prefixes = saved
+    if "seconds" in out.get("plain", {}) and "seconds" in out.get("shared", {}):
+        out["speedup_shared_over_plain"] = round(out["plain"]["seconds"] / out["shared"]["seconds"], 3)
+    return out
 
 
 def train_step(entry: dict[str, Any], env: str, algo: str, model_dir: str, out_root: Path,
