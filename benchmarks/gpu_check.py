@@ -543,6 +543,7 @@ def measure_shared_prefixes(trainer: Any, update: Any, size: dict[str, Any]) -> 
         for share in (False, True):
             trainer.config.share_prefixes = share
             plan = trainer.prefix_plan(batch)
+            plain_tokens, run_tokens = plan.tokens() if plan else (1, 1)
             key = "shared" if share else "plain"
             try:
                 update(batch)  # warm-up
@@ -551,7 +552,7 @@ def measure_shared_prefixes(trainer: Any, update: Any, size: dict[str, Any]) -> 
                 seconds = statistics.median(t for t, _ in runs)
                 out[key] = {"seconds": round(seconds, 4), "update_tokens_per_s": round(tokens / seconds, 1),
                             "micro_batches": len(plan.groups) if plan else len(trainer.pack_rows(batch)),
-                            "tokens_run": round(plan.tokens()[1] / plan.tokens()[0], 3) if plan else 1.0,
+                            "tokens_run": round(run_tokens / plain_tokens, 3),
                             "loss": runs[-1][1], **peak_memory()}
             except Exception as exc:  # noqa: BLE001
                 out[key] = {"error": f"{type(exc).__name__}: {exc}"[:2000]}

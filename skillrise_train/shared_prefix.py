@@ -65,7 +65,6 @@ class PrefixPlan:
 
     prompts: list[list[int]]
     node_of: list[Node | None]  # each row's deepest node (None: no shared prefix)
-    order: list[int]  # rows depth-first
     groups: list[list[int]] = field(default_factory=list)  # micro-batches (row indices, depth-first)
     completion_width: int = 0
 
@@ -91,12 +90,12 @@ class PrefixPlan:
         that have not run yet."""
         from transformers import DynamicCache
 
+        device = next(model.parameters()).device
         for n in node.path():
             if n.leaves is not None:
                 continue
             past = n.parent.leaves if n.parent is not None else None
             cache = DynamicCache(ddp_cache_data=list(past)) if past else DynamicCache()
-            device = next(model.parameters()).device
             ids = torch.tensor([n.tokens], dtype=torch.long, device=device)
             positions = torch.arange(n.start, n.end, device=device).unsqueeze(0)
             with autocast():
@@ -209,7 +208,7 @@ def plan_rows(prompts: Sequence[Sequence[int]], completion_width: int, budget: i
     for row in range(len(prompts)):
         for node in node_of[row].path() if node_of[row] is not None else []:
             node.rows += 1
-    plan = PrefixPlan(prompts, node_of, order, completion_width=completion_width)
+    plan = PrefixPlan(prompts, node_of, completion_width=completion_width)
     current: list[int] = []
     longest = 0
     for row in order:

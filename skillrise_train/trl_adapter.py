@@ -177,15 +177,15 @@ class GRPOAdapter(GRPOTrainer):
         if shared is not None and input_ids.size(0) != len(shared[1]):
             raise RuntimeError(f"the shared-prefix plan's micro-batch has {len(shared[1])} rows, the loss "
                                f"scored {input_ids.size(0)}")
+        if shared is not None:  # rows under one shared prompt prefix, run on its keys and values, in one pass
+            batch_size = input_ids.size(0)
         all_logps, all_entropies = [], []
-        for start in range(0, input_ids.size(0), batch_size if shared is None else input_ids.size(0)):
+        for start in range(0, input_ids.size(0), batch_size):
             ids = input_ids[start : start + batch_size]
             mask = attention_mask[start : start + batch_size]
-            if shared is not None:  # rows under one shared prompt prefix, run on its keys and values
+            if shared is not None:
                 plan, rows = shared
-                ids = input_ids
-                logits = plan.row_logits(model, rows, input_ids, attention_mask, logits_to_keep,
-                                         self.accelerator.autocast)
+                logits = plan.row_logits(model, rows, ids, mask, logits_to_keep, self.accelerator.autocast)
             else:
                 if bool(mask.all()):
                     # no padding: without a mask, SDPA takes its causal (flash) kernel and never materialises
