@@ -38,6 +38,7 @@ from trl import GRPOConfig, GRPOTrainer
 from trl.trainer.utils import pad, selective_log_softmax, selective_log_softmax_and_entropy
 
 from skillrise_gym.prefix_cache import PrefixCache, prefilled, supports
+from skillrise_train.attention import update_attention
 from skillrise_train.lora import merged_lora
 
 #: the TRL releases this module is written and tested against (pyproject pins the same range)
@@ -180,29 +181,32 @@ class GRPOAdapter(GRPOTrainer):
         if shared is not None:  # rows under one shared prompt prefix, run on its keys and values, in one pass
             batch_size = input_ids.size(0)
         all_logps, all_entropies = [], []
-        for start in range(0, input_ids.size(0), batch_size):
-            ids = input_ids[start : start + batch_size]
-            mask = attention_mask[start : start + batch_size]
-            if shared is not None:
-                plan, rows = shared
-                logits = plan.row_logits(model, rows, ids, mask, logits_to_keep, self.accelerator.autocast)
-            else:
-                if bool(mask.all()):
-                    # no padding: without a mask, SDPA takes its causal (flash) kernel and never materialises
-                    # the L x L attention matrix (on CPU the masked path keeps it for the backward pass)
-                    mask = None
-                with self.accelerator.autocast():
-                    # the logits at position t predict token t+1: keep_k + 1 positions cover the k completion tokens
-                    logits = model(input_ids=ids, attention_mask=mask, logits_to_keep=logits_to_keep + 1,
-                                   use_cache=False).logits
-            logits = logits[:, :-1, :].float()
-            targets = ids[:, -logits_to_keep:]
-            if compute_entropy:  # the entropy bonus needs its gradient
-                logps, entropy = selective_log_softmax_and_entropy(logits, targets, temperature=self.temperature)
-                all_entropies.append(entropy)
-            else:
-                logps = selective_log_softmax(logits / self.temperature, targets)
-            all_logps.append(logps)
+        with update_attention(self.accelerator.unwrap_model(model)):
+            for start in range(0, input_ids.size(0), batch_size):
+                ids = input_ids[start : start + batch_size]
+                mask = attention_mask[start : start + batch_size]
+                if shared is not None:
+                    plan, rows = shared
+                    logits = plan.row_logits(model, rows, ids, mask, logits_to_keep, self.accelerator.autocast)
+                else:
+                    if bool(mask.all()):
+                        # no padding: without a mask, SDPA takes its causal (flash) kernel, which skips the
+                        # hidden triangle (with a mask, attention.py's masked_sdpa skips what it can)
+                        mask = None
+                    with self.accelerator.autocast():
+                        # the logits at position t predict token t+1: keep_k + 1 positions cover the k
+                        # completion tokens
+                        logits = model(input_ids=ids, attention_mask=mask, logits_to_keep=logits_to_keep + 1,
+                                       use_cache=False).logits
+                logits = logits[:, :-1, :].float()
+                targets = ids[:, -logits_to_keep:]
+                if compute_entropy:  # the entropy bonus needs its gradient
+                    logps, entropy = selective_log_softmax_and_entropy(logits, targets,
+                                                                       temperature=self.temperature)
+                    all_entropies.append(entropy)
+                else:
+                    logps = selective_log_softmax(logits / self.temperature, targets)
+                all_logps.append(logps)
         logps = torch.cat(all_logps, dim=0)
         entropies = torch.cat(all_entropies, dim=0) if compute_entropy else None
         return logps, entropies, None
