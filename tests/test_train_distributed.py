@@ -214,5 +214,8 @@ def test_one_step_on_two_processes_updates_the_weights_as_one_process_does(tmp_p
     start = load_file(Path(warm_model) / "model.safetensors")
     moved = max(float((one[k] - start[k]).abs().max()) for k in one)
     assert moved > 1e-4  # the step changed the weights
+    # rounding level: the processes' micro-batches differ from the one process's (padding, shared prefixes,
+    # attention blocks), so sums run in other orders, and Adam's first step (about lr x sign(g)) turns a
+    # rounding difference in a gradient near 0 into up to a few hundredths of a step (lr 1e-3 here)
     for name in one:
-        assert (two[name] - one[name]).abs().max() <= 1e-5 * max(1.0, moved * 100), name
+        assert (two[name] - one[name]).abs().max() <= 5e-5 * max(1.0, moved * 100), name
