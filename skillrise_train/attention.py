@@ -32,7 +32,7 @@ NAME = "skillrise_sdpa"
 #: queries per block: fewer blocks cost a kernel call each, larger ones skip less of the hidden triangle
 QUERY_BLOCK = 512
 
-# the last mask's blocks: (weak reference to the mask, query length, [(q0, q1, k0, k1), ...]); a forward pass
+# the last mask's blocks: (weak reference to the mask, block size, [(q0, q1, k0, k1), ...]); a forward pass
 # builds one mask and every layer reads it, so the blocks are computed once per pass
 _last_blocks: tuple[Any, int, list[tuple[int, int, int, int]]] | None = None
 
