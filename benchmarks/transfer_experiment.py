@@ -118,19 +118,41 @@ def backend_options(p: Preset) -> dict[str, Any]:
 
 
 # ------------------------------------------------------------------------------------------ training
-def train_arm(arm: str, start: str, p: Preset, work: Path, log) -> dict[str, Any]:
+def trained_steps(out: Path) -> int | None:
+    """The steps an arm's finished run in `out` was asked for (its config.json), or None without one."""
+    try:
+        return int(json.loads((out / "config.json").read_text())["steps"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def train_arm(arm: str, start: str, p: Preset, work: Path, log, extend: bool = False) -> dict[str, Any]:
     """Train one arm from the `start` model (the shared warm start) with skillrise-train's own entry point;
-    returns its learning curve and wall time."""
+    returns its learning curve and wall time. A finished arm is reused when it was trained for `p.steps`;
+    one trained for fewer steps is continued from its last checkpoint to `p.steps` with `extend` (skillrise-
+    train --resume: optimizer and RNG state kept, the linear learning-rate decay stretched to the new end),
+    and refused otherwise. Whenever the arm trains, its earlier evaluations are deleted."""
     from skillrise_gym.models import is_model_folder
     from skillrise_train.cli import run
     from skillrise_train.config import TrainConfig
 
     out = work / arm
     final = out / "final"
-    if not is_model_folder(final):  # a whole model, or a LoRA adapter (--scale)
-        if out.exists():
+    done = trained_steps(out) if is_model_folder(final) else None
+    resume = False
+    if done is not None and done != p.steps:
+        if not extend or done > p.steps:
+            raise SystemExit(f"transfer_experiment: {out} holds the {arm} arm trained for {done} steps, not --steps "
+                             f"{p.steps}: " + (f"--extend continues it to {p.steps}, " if done < p.steps else "")
+                             + "--fresh retrains every arm, or choose another --work-dir")
+        resume = True
+        log(f"[{arm}] continuing from step {done} to {p.steps} (--extend)")
+    if resume or not is_model_folder(final):  # a whole model, or a LoRA adapter (--scale)
+        if out.exists() and not resume:
             shutil.rmtree(out)
-        config = TrainConfig(
+        for evaluated in work.glob(f"eval-*/{arm}"):
+            shutil.rmtree(evaluated)
+        config = TrainConfig(resume=resume,
             env="rulebook", model=start, lora=p.lora, K=p.K, G=p.G, S=p.S, steps=p.steps, lr=p.lr,
             max_task_steps=1, max_new_tokens=p.max_new_tokens, warmstart_steps=0,
             invalid_penalty=0.5, entropy_coef=0.0, save_interval=max(1, p.steps), output_dir=str(out), seed=p.seed,
@@ -139,9 +161,10 @@ def train_arm(arm: str, start: str, p: Preset, work: Path, log) -> dict[str, Any
             **ARMS[arm],
         )
         log(f"[{arm}] training: {config.algo}, curate credit {config.curate_credit}, {p.steps} steps")
+        before = float((out / "wall_seconds.txt").read_text()) if resume and (out / "wall_seconds.txt").exists() else 0.0
         started = time.perf_counter()
         run(config)
-        (out / "wall_seconds.txt").write_text(f"{time.perf_counter() - started:.1f}\n")
+        (out / "wall_seconds.txt").write_text(f"{before + time.perf_counter() - started:.1f}\n")
     curve = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines() if line.strip()]
     return {
         "output_dir": str(out),
@@ -598,7 +621,7 @@ def run_seed(p: Preset, work: Path, args: Any, log, shared: Path) -> dict[str, A
         if arm_start != start and not args.no_untrained and "untrained-lamer" not in report["evaluations"]:
             report["evaluations"]["untrained-lamer"] = evaluate("untrained-lamer", arm_start, p, work, log,
                                                                 carry=("reflect",))
-        report["arms"][arm] = train_arm(arm, arm_start, p, work, log)
+        report["arms"][arm] = train_arm(arm, arm_start, p, work, log, extend=args.extend)
         report["evaluations"][arm] = evaluate(arm, str(work / arm / "final"), p, work, log)
     return report
 
@@ -663,6 +686,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-untrained", action="store_true", help="skip evaluating the untrained policy")
     parser.add_argument("--work-dir", default="runs/transfer")
     parser.add_argument("--fresh", action="store_true", help="retrain and re-evaluate every arm")
+    parser.add_argument("--extend", action="store_true",
+                        help="continue arms trained for fewer than --steps from their last checkpoint (the "
+                             "learning-rate decay stretched to the new end) instead of refusing them")
     parser.add_argument("--results-dir", default=str(RESULTS), help="where the JSON, Markdown and PNGs go")
     parser.add_argument("--seeds", type=int, nargs="+", default=None,
                         help="run the whole experiment once per seed (each in WORK_DIR/seed<s>) and report the mean "

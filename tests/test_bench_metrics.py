@@ -316,3 +316,37 @@ def test_transfer_experiment_reading_first_stage(tmp_path, monkeypatch):
     with pytest.raises(SystemExit) as exit_info:
         module.main(["--warmstart-reading-first", "-1", "--work-dir", str(tmp_path / "w")])
     assert exit_info.value.code == 2
+
+
+def test_transfer_experiment_extends_a_finished_arm_only_when_asked(tmp_path, monkeypatch):
+    """An arm finished at 2 steps is reused at --steps 2, refused at --steps 3 (and 1) without --extend, and
+    continued from its checkpoint to 3 with it: one record per step, the wall time summed, its earlier
+    evaluations deleted so that the bench does not resume them for the new weights."""
+    import importlib.util
+    import sys
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parent.parent / "benchmarks" / "transfer_experiment.py"
+    spec = importlib.util.spec_from_file_location("transfer_experiment_extend", path)
+    module = importlib.util.module_from_spec(spec)
+    monkeypatch.setitem(sys.modules, spec.name, module)
+    spec.loader.exec_module(module)
+    work = tmp_path / "work"
+    p = module.Preset(K=2, G=2, S=1, steps=2, warmstart_steps=0, threads=1)
+    first = module.train_arm("skillrise", "tiny", p, work, print)
+    assert [row["step"] for row in first["curve"]] == [1, 2]
+    stale = work / "eval-bench" / "skillrise"
+    stale.mkdir(parents=True)
+    assert module.train_arm("skillrise", "tiny", p, work, print)["wall_seconds"] == first["wall_seconds"]  # reused
+    assert stale.exists()
+    for steps in (3, 1):
+        with pytest.raises(SystemExit, match="trained for 2 steps") as refused:
+            module.train_arm("skillrise", "tiny", module.replace(p, steps=steps), work, print)
+        assert ("--extend" in str(refused.value)) == (steps == 3)
+    with pytest.raises(SystemExit):  # fewer steps than trained: --extend cannot shorten a run
+        module.train_arm("skillrise", "tiny", module.replace(p, steps=1), work, print, extend=True)
+    longer = module.train_arm("skillrise", "tiny", module.replace(p, steps=3), work, print, extend=True)
+    assert [row["step"] for row in longer["curve"]] == [1, 2, 3]
+    assert longer["curve"][:2] == first["curve"] and longer["wall_seconds"] > first["wall_seconds"]
+    assert not stale.exists() and module.trained_steps(work / "skillrise") == 3
+    assert (work / "skillrise" / "checkpoint-2").is_dir()  # continued from it, not retrained from step 0
