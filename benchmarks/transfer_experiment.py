@@ -92,6 +92,7 @@ class Preset:
     warmstart_lr: float = 3e-3
     warmstart_batch: int = 32
     max_new_tokens: int = 24
+    overlong_penalty: float = 0.0  # subtracted from a turn cut off at max_new_tokens (skillrise-train's flag)
     rules: int = 1
     bins: int = 3
     novel: str = "none"  # held-out answers: the test families' kinds/colours never seen in training
@@ -155,7 +156,7 @@ def train_arm(arm: str, start: str, p: Preset, work: Path, log, extend: bool = F
         config = TrainConfig(resume=resume,
             env="rulebook", model=start, lora=p.lora, K=p.K, G=p.G, S=p.S, steps=p.steps, lr=p.lr,
             max_task_steps=1, max_new_tokens=p.max_new_tokens, warmstart_steps=0,
-            invalid_penalty=0.5, entropy_coef=0.0, save_interval=max(1, p.steps), output_dir=str(out), seed=p.seed,
+            invalid_penalty=0.5, overlong_penalty=p.overlong_penalty, entropy_coef=0.0, save_interval=max(1, p.steps), output_dir=str(out), seed=p.seed,
             threads=p.threads, backend_options=backend_options(p), record_turns=True,
             **({"generation_dtype": p.dtype, "bf16": p.dtype == "bfloat16"} if p.dtype != "float32" else {}),
             **ARMS[arm],

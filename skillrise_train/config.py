@@ -118,6 +118,7 @@ class TrainConfig:
     step_advantage_weight: float = option(1.0, 'gigpo: weight of the step-level advantage added to the episode-level one.')
     success_reward: float = option(10.0, "Reward of a solved task (the reference's binary 10/0).")
     invalid_penalty: float = option(0.5, 'Subtracted from a turn whose output lacks its <action>/<skill> tags (0 disables).')
+    overlong_penalty: float = option(0.0, "Subtracted from the advantage of a turn whose completion ran to --max-new-tokens without ending (cut off mid-answer; DAPO's overlong punishment as a constant). 0 (the default) disables it; the share cut is logged as cut/solve and cut/curate either way.")
     advantage_mode: str = option("mean_norm", 'mean_norm (return minus group mean, the reference) or mean_std_norm (also divided by the std).')
     lr: float = option(1e-5, 'Learning rate (the reference uses 1e-6 for full fine-tuning of Qwen3-4B).')
     weight_decay: float = option(0.01, 'AdamW weight decay.')
@@ -222,6 +223,8 @@ class TrainConfig:
             raise ValueError(f"step_advantage_weight must be a finite number >= 0, got {self.step_advantage_weight}")
         if self.invalid_penalty < 0:
             raise ValueError("invalid_penalty must be >= 0")
+        if not (math.isfinite(self.overlong_penalty) and self.overlong_penalty >= 0):
+            raise ValueError(f"overlong_penalty must be a finite number >= 0, got {self.overlong_penalty}")
         if self.generation_dtype is not None:
             if self.generation_dtype not in GENERATION_DTYPES:
                 raise ValueError(f"generation_dtype must be one of {GENERATION_DTYPES} (or unset), got "

@@ -283,7 +283,8 @@ class RolloutEngine:
             sequence_id=plan.sequence.id, trial_id=plan.trial_id, benchmark=plan.sequence.tasks[0].benchmark,
             prompt_tokens=len(completion.prompt_ids), completion_tokens=len(completion.completion_ids),
             position_offset=plan.position_offset,
-            extra={"step": schedule.step, "group_id": plan.group_id, "prompt_truncated": completion.prompt_truncated},
+            extra={"step": schedule.step, "group_id": plan.group_id, "prompt_truncated": completion.prompt_truncated,
+                   "completion_cut": completion.cut},
         )
         seen = schedule.observations[index]  # what the turn was asked from: GiGPO's anchor state
         result.samples.append(TurnSample(turn, completion.prompt_ids, completion.completion_ids,

@@ -26,6 +26,8 @@ class Completion:
     #: each completion token's log-prob under the distribution that drew it, where a reduced-precision copy
     #: of the policy sampled (`--generation-dtype`); None: the policy itself did
     sampler_logps: list[float] | None = None
+    #: the completion ran to the token budget (--max-new-tokens) without ending: cut off mid-answer
+    cut: bool = False
 
 
 #: (prompts, answer prefixes, seeds) -> completions whose text starts with the prefix. A seed per prompt,
@@ -146,6 +148,9 @@ def rollout_stats(result: RolloutResult, advantages: Sequence[float], K: int) ->
         stats[f"turns/{role}"] = float(len(values))
     valid = [s.turn.format_valid for s in result.samples]
     stats["format_valid"] = sum(valid) / len(valid) if valid else 0.0
+    for role in ("solve", "curate"):  # completions cut off at --max-new-tokens (documents that outgrow it)
+        cut = [bool(s.turn.extra.get("completion_cut")) for s in result.samples if s.turn.role == role]
+        stats[f"cut/{role}"] = sum(cut) / len(cut) if cut else 0.0
     stats["tokens/completion"] = float(result.completion_tokens)
     stats["tokens/prompt"] = float(result.prompt_tokens)
     stats["prompts_truncated"] = float(result.truncated_prompts)

@@ -58,6 +58,7 @@ from collections import defaultdict
 from contextlib import contextmanager
 from typing import Any, Iterator
 
+import numpy as np
 import torch
 from transformers import TrainerCallback
 
@@ -337,8 +338,10 @@ class SkillRiseTrainer(GRPOAdapter):
                 ) from None
             raise
         texts = self.processing_class.batch_decode(completion_ids, skip_special_tokens=True)
+        eos, budget = set(self.eos_token_ids), self.config.max_new_tokens
         return [
-            Completion(list(p), list(c), pre + t, truncated, logps[n] if logps is not None else None)
+            Completion(list(p), list(c), pre + t, truncated, logps[n] if logps is not None else None,
+                       cut=len(c) >= budget and not (c and c[-1] in eos))
             for n, ((p, truncated), c, t, pre) in enumerate(zip(encoded, completion_ids, texts, prefixes))
         ]
 
@@ -369,6 +372,9 @@ class SkillRiseTrainer(GRPOAdapter):
                                                     for s in local.samples])
         result = merge_results(self.ranks.gather(light), plans)
         returns, advantages = self.rollout.algorithm.credit(result, self.config)
+        if self.config.overlong_penalty:  # after credit, like the format penalty: every algorithm alike
+            advantages = advantages - self.config.overlong_penalty * np.array(
+                [bool(s.turn.extra.get("completion_cut")) for s in result.samples], dtype=np.float64)
         self.last_rollout = result
         self.last_stats = rollout_stats(result, advantages, self.config.K)
         # curate credit "none": solve turns only
