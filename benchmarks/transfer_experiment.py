@@ -139,7 +139,8 @@ def train_arm(arm: str, start: str, p: Preset, work: Path, log, extend: bool = F
 
     out = work / arm
     final = out / "final"
-    done = trained_steps(out) if is_model_folder(final) else None
+    finished = is_model_folder(final)  # a whole model, or a LoRA adapter (--scale)
+    done = trained_steps(out) if finished else None
     resume = False
     if done is not None and done != p.steps:
         if not extend or done > p.steps:
@@ -148,24 +149,25 @@ def train_arm(arm: str, start: str, p: Preset, work: Path, log, extend: bool = F
                              + "--fresh retrains every arm, or choose another --work-dir")
         resume = True
         log(f"[{arm}] continuing from step {done} to {p.steps} (--extend)")
-    if resume or not is_model_folder(final):  # a whole model, or a LoRA adapter (--scale)
+    if resume or not finished:
         if out.exists() and not resume:
             shutil.rmtree(out)
         for evaluated in work.glob(f"eval-*/{arm}"):
             shutil.rmtree(evaluated)
-        config = TrainConfig(resume=resume,
+        config = TrainConfig(
             env="rulebook", model=start, lora=p.lora, K=p.K, G=p.G, S=p.S, steps=p.steps, lr=p.lr,
-            max_task_steps=1, max_new_tokens=p.max_new_tokens, warmstart_steps=0,
-            invalid_penalty=0.5, overlong_penalty=p.overlong_penalty, entropy_coef=0.0, save_interval=max(1, p.steps), output_dir=str(out), seed=p.seed,
-            threads=p.threads, backend_options=backend_options(p), record_turns=True,
+            max_task_steps=1, max_new_tokens=p.max_new_tokens, warmstart_steps=0, invalid_penalty=0.5,
+            overlong_penalty=p.overlong_penalty, entropy_coef=0.0, save_interval=max(1, p.steps), output_dir=str(out),
+            seed=p.seed, resume=resume, threads=p.threads, backend_options=backend_options(p), record_turns=True,
             **({"generation_dtype": p.dtype, "bf16": p.dtype == "bfloat16"} if p.dtype != "float32" else {}),
             **ARMS[arm],
         )
         log(f"[{arm}] training: {config.algo}, curate credit {config.curate_credit}, {p.steps} steps")
-        before = float((out / "wall_seconds.txt").read_text()) if resume and (out / "wall_seconds.txt").exists() else 0.0
+        wall = out / "wall_seconds.txt"
+        before = float(wall.read_text()) if resume and wall.exists() else 0.0
         started = time.perf_counter()
         run(config)
-        (out / "wall_seconds.txt").write_text(f"{before + time.perf_counter() - started:.1f}\n")
+        wall.write_text(f"{before + time.perf_counter() - started:.1f}\n")
     curve = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines() if line.strip()]
     return {
         "output_dir": str(out),
