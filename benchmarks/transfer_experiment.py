@@ -473,12 +473,15 @@ def markdown(report: dict[str, Any]) -> str:
             lines.append(f"- {name}: " + " / ".join(f"{v:.2f}" for v in values))
     K = str(max(p["eval_K"]))
     lines += ["", f"What the curated documents hold (carry skill, K={K}, share of curate turns): every rule revealed "
-              "so far / the latest rule / instance words (brand, object):"]
+              "so far / the latest rule / instance words (brand, object); then keeping alone: of the turns with an "
+              "earlier rule the latest task did not reveal again, the share that keeps it (0: latest rule only):"]
     for name, result in report["evaluations"].items():
         held = (result.get("documents") or {}).get(K)
         if held:
+            keeps = (f"; keeps {held['keeps_earlier']:.2f} of {held['keeping_turns']:.0f}"
+                     if "keeps_earlier" in held else "")
             lines.append(f"- {name}: {held['states_all']:.2f} / {held['states_latest']:.2f} / "
-                         f"{held['instance_words']:.2f}")
+                         f"{held['instance_words']:.2f}{keeps}")
     reading = {name: r["reading"] for name, r in report["evaluations"].items() if r.get("reading")}
     if reading:
         lines += ["", f"Reading: each policy's solver on the perfect curator's documents (K={K}): success by position; "

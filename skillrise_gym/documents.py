@@ -9,6 +9,11 @@ the trainer's), so a training run and an evaluation report the same numbers:
 - ``states_all``: curate turns whose document states every distinct fact revealed at positions 0..p of the
   trial (p the task just finished): what a curator that keeps and merges carries;
 - ``states_latest``: curate turns whose document states the fact of task p (what the last task revealed);
+- ``keeps_earlier`` (with ``keeping_turns``, how many): of the curate turns whose trial revealed, before task
+  p, a fact that task p did not reveal again, the share whose document states every such earlier fact.
+  Keeping alone, apart from adding: a curator that carries only the latest revelation scores 0, one that
+  keeps everything 1 (``states_all`` mixes in position 0 and trials that repeat one kind, where carrying
+  the latest is enough). Absent when no curate turn had an earlier fact to keep;
 - ``instance_words``: curate turns whose document holds a word that names an instance of tasks 0..p;
 - ``reads_own_rule`` (with ``reading_turns``, how many): SOLVE turns whose document (the trial's previous
   curate turn's) states the task's own fact and also a revealed fact with another answer (two rules naming
@@ -73,6 +78,7 @@ def document_stats(turns: Iterable[Any], task_of: Callable[[str], Task | None],
             reading[1] += bool(row.get("success"))
     counts = {"states_all": 0, "states_latest": 0, "instance_words": 0}
     curated = 0
+    keeping = [0, 0]  # curate turns with an earlier fact the latest task did not reveal again; keeping them all
     for row in rows:
         if row["role"] != "curate":
             continue
@@ -90,9 +96,14 @@ def document_stats(turns: Iterable[Any], task_of: Callable[[str], Task | None],
         curated += 1
         counts["states_all"] += all(states(document, f) for f in facts)
         counts["states_latest"] += bool(latest) and all(states(document, f) for f in latest)
+        earlier = [f for f in facts if f not in latest]
+        if earlier:
+            keeping[0] += 1
+            keeping[1] += all(states(document, f) for f in earlier)
         instance = {w.lower() for t in tasks for w in backend.instance_words(t)}
         counts["instance_words"] += bool(instance & words(document))
     if not curated:
         return {}
     read = {"reads_own_rule": reading[1] / reading[0], "reading_turns": float(reading[0])} if reading[0] else {}
-    return {name: n / curated for name, n in counts.items()} | {"curate_turns": float(curated)} | read
+    keep = {"keeps_earlier": keeping[1] / keeping[0], "keeping_turns": float(keeping[0])} if keeping[0] else {}
+    return {name: n / curated for name, n in counts.items()} | {"curate_turns": float(curated)} | keep | read

@@ -166,7 +166,7 @@ def rollout_stats(result: RolloutResult, advantages: Sequence[float], K: int) ->
     # what the curated documents hold (benchmarks whose tasks say what they reveal: the transfer probe)
     tasks = {task.id: task for plan in result.plans for task in plan.sequence.tasks}
     held = document_stats([sample.turn for sample in result.samples], tasks.get, backend_class)
-    for name in ("states_all", "states_latest", "instance_words", "reads_own_rule"):
+    for name in ("states_all", "states_latest", "keeps_earlier", "instance_words", "reads_own_rule"):
         if name in held:
             stats[f"documents/{name}"] = held[name]
     return stats

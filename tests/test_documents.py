@@ -38,6 +38,11 @@ def test_document_stats_separate_keeping_every_rule_from_carrying_the_latest():
     assert both["states_all"] == 4 / 5  # every keeper turn; the latest-only one at position 0 (one rule so far)
     assert both["states_latest"] == 5 / 5
     assert both["instance_words"] == 1 / 5  # "Acme jar"
+    # keeping alone: the curate turns with an earlier rule the latest task did not reveal again (keeper at
+    # positions 1 and 2, the latest-only curator at 1); only the keeper keeps it
+    assert both["keeping_turns"] == 3 and both["keeps_earlier"] == 2 / 3
+    assert document_stats(latest, tasks.get, lambda name: RulebookBackend)["keeps_earlier"] == 0.0
+    assert "keeps_earlier" not in document_stats(keeper[:2], tasks.get, lambda name: RulebookBackend)
     # benchmarks that do not say what their tasks reveal: nothing measured
     assert document_stats(keeper, tasks.get, lambda name: type("B", (), {"facts": staticmethod(lambda t: [])})) == {}
 
