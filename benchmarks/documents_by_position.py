@@ -1,0 +1,64 @@
+"""What the R=2 transfer probe's curated documents hold, by curate position, and whether curate completions
+close their tag or run to the token budget, from transfer_experiment work dirs (their turns.jsonl files).
+
+For each WORK dir (R=2, N=4; its SkillRise arm): at the held-out evaluation (carry skill, K=6, greedy), per
+curate position, the shares of `skillrise_gym.documents.document_stats` (every rule revealed so far, the
+latest, keeping alone, instance words); and the share of curate completions that hold the closing </skill>
+tag and that ran to 48 tokens, at the evaluation and by block of 20 training steps.
+
+    python benchmarks/documents_by_position.py runs/r2_rf16k5 runs/r2_rf16ol > documents_by_position.json
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+BUDGET = 48  # the runs' --max-new-tokens
+
+
+def closed_and_cut(rows: list[dict]) -> dict[str, float]:
+    return {"closed": round(sum("</skill>" in (r.get("response") or "") for r in rows) / len(rows), 3),
+            "cut": round(sum((r.get("completion_tokens") or 0) >= BUDGET for r in rows) / len(rows), 3)}
+
+
+def summarise(work: Path) -> dict:
+    from skillrise_gym.backends.rulebook import RulebookBackend
+    from skillrise_gym.documents import document_stats
+
+    tasks = {t.id: t for t in RulebookBackend(rules=2, bins=4).list_tasks("test")}
+    lines = (work / "eval-bench/skillrise/carry-skill/turns.jsonl").read_text().splitlines()
+    rows = [r for r in map(json.loads, lines) if r["extra"]["K"] == 6]
+    by_position = []
+    for position in range(5):
+        held = document_stats([r for r in rows if r["role"] == "solve" or int(r["position"]) == position],
+                              tasks.get, lambda name: RulebookBackend)
+        by_position.append({k: round(held[k], 3) for k in ("states_all", "states_latest", "keeps_earlier",
+                                                             "instance_words") if k in held})
+    steps: dict[int, list[dict]] = {}
+    for line in (work / "skillrise/turns.jsonl").read_text().splitlines():
+        row = json.loads(line)
+        if row["role"] == "curate":
+            steps.setdefault(int(row["extra"]["step"]), []).append(row)
+    keys = sorted(steps)
+    training = [{"steps": [keys[a], keys[min(a + 19, len(keys) - 1)]],
+                 **closed_and_cut([r for k in keys[a:a + 20] for r in steps[k]])} for a in range(0, len(keys), 20)]
+    return {"evaluation_by_curate_position": by_position,
+            "evaluation_curate": closed_and_cut([r for r in rows if r["role"] == "curate"]),
+            "training_curate": training}
+
+
+def main(argv: list[str]) -> int:
+    if not argv:
+        print(__doc__)
+        return 2
+    print(json.dumps({"what": __doc__.split("\n\n")[0].replace("\n", " "),
+                      "runs": {Path(w).name: summarise(Path(w)) for w in argv}}, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
