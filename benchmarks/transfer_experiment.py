@@ -42,6 +42,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import re
 import shutil
@@ -93,6 +94,9 @@ class Preset:
     warmstart_batch: int = 32
     max_new_tokens: int = 24
     overlong_penalty: float = 0.0  # subtracted from a turn cut off at max_new_tokens (skillrise-train's flag)
+    # subtracted from a turn whose answer lacks its closed tags (skillrise-train's flag); at or above the overlong
+    # penalty, an open tag is no cheaper than a cut (README, "Training at K=5")
+    invalid_penalty: float = 0.5
     rules: int = 1
     bins: int = 3
     novel: str = "none"  # held-out answers: the test families' kinds/colours never seen in training
@@ -156,8 +160,9 @@ def train_arm(arm: str, start: str, p: Preset, work: Path, log, extend: bool = F
             shutil.rmtree(evaluated)
         config = TrainConfig(
             env="rulebook", model=start, lora=p.lora, K=p.K, G=p.G, S=p.S, steps=p.steps, lr=p.lr,
-            max_task_steps=1, max_new_tokens=p.max_new_tokens, warmstart_steps=0, invalid_penalty=0.5,
-            overlong_penalty=p.overlong_penalty, entropy_coef=0.0, save_interval=max(1, p.steps), output_dir=str(out),
+            max_task_steps=1, max_new_tokens=p.max_new_tokens, warmstart_steps=0,
+            invalid_penalty=p.invalid_penalty, overlong_penalty=p.overlong_penalty, entropy_coef=0.0,
+            save_interval=max(1, p.steps), output_dir=str(out),
             seed=p.seed, resume=resume, threads=p.threads, backend_options=backend_options(p), record_turns=True,
             **({"generation_dtype": p.dtype, "bf16": p.dtype == "bfloat16"} if p.dtype != "float32" else {}),
             **ARMS[arm],
@@ -715,6 +720,8 @@ def main(argv: list[str] | None = None) -> int:
     p = Preset(**preset)
     if p.warmstart_reading_first < 0 or p.warmstart_reading_rank < 1:
         parser.error("--warmstart-reading-first must be >= 0 and --warmstart-reading-rank >= 1")
+    if not all(math.isfinite(x) and x >= 0 for x in (p.invalid_penalty, p.overlong_penalty)):
+        parser.error("--invalid-penalty and --overlong-penalty must be finite and >= 0")
     work = Path(args.work_dir)
     if args.fresh and work.exists():
         shutil.rmtree(work)

@@ -350,3 +350,38 @@ def test_transfer_experiment_extends_a_finished_arm_only_when_asked(tmp_path, mo
     assert longer["curve"][:2] == first["curve"] and longer["wall_seconds"] > first["wall_seconds"]
     assert not stale.exists() and module.trained_steps(work / "skillrise") == 3
     assert (work / "skillrise" / "checkpoint-2").is_dir()  # continued from it, not retrained from step 0
+
+
+def test_transfer_experiment_passes_its_penalties_to_every_arm_and_refuses_bad_ones(tmp_path, monkeypatch, capsys):
+    """--invalid-penalty and --overlong-penalty reach each arm's TrainConfig (an open tag priced at least as a
+    cut: README, "Training at K=5"); a negative or non-finite one is a one-line error (exit 2) before anything
+    runs."""
+    import importlib.util
+    import sys
+    from pathlib import Path
+
+    import skillrise_train.cli
+
+    path = Path(__file__).resolve().parent.parent / "benchmarks" / "transfer_experiment.py"
+    spec = importlib.util.spec_from_file_location("transfer_experiment_penalties", path)
+    module = importlib.util.module_from_spec(spec)
+    monkeypatch.setitem(sys.modules, spec.name, module)
+    spec.loader.exec_module(module)
+    seen = []
+
+    def fake_run(config):
+        seen.append(config)
+        Path(config.output_dir).mkdir(parents=True, exist_ok=True)
+        (Path(config.output_dir) / "metrics.jsonl").write_text('{"rollout": 1, "success/mean": 0.5}\n')
+
+    monkeypatch.setattr(skillrise_train.cli, "run", fake_run)
+    p = module.Preset(K=2, G=2, S=1, steps=1, warmstart_steps=0, invalid_penalty=2.0, overlong_penalty=1.5)
+    module.train_arm("own", "tiny", p, tmp_path / "work", print)
+    assert (seen[0].invalid_penalty, seen[0].overlong_penalty, seen[0].curate_credit) == (2.0, 1.5, "own")
+    assert module.Preset().invalid_penalty == 0.5  # the default every earlier run used
+    for flag, value in (("--invalid-penalty", "-1"), ("--overlong-penalty", "nan"), ("--invalid-penalty", "inf")):
+        with pytest.raises(SystemExit) as exited:
+            module.main([flag, value, "--work-dir", str(tmp_path / "w"), "--results-dir", str(tmp_path / "r")])
+        assert exited.value.code == 2
+        assert "must be finite and >= 0" in capsys.readouterr().err
+    assert not (tmp_path / "w").exists()  # refused before the work dir was made
