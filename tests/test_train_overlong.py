@@ -37,3 +37,10 @@ def test_cut_completions_lose_the_penalty_and_nothing_else_changes(tmp_path, tin
 def test_a_negative_or_non_finite_overlong_penalty_is_refused(value):
     with pytest.raises(ValueError, match="overlong_penalty"):
         TrainConfig(overlong_penalty=value)
+
+
+@pytest.mark.parametrize("value", [-0.1, float("nan"), float("inf")])
+def test_a_negative_or_non_finite_invalid_penalty_is_refused(value):
+    """As the overlong penalty: a NaN used to pass `invalid_penalty < 0` and reach every advantage."""
+    with pytest.raises(ValueError, match="invalid_penalty must be a finite number >= 0"):
+        TrainConfig(invalid_penalty=value)
