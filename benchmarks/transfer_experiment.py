@@ -42,7 +42,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import os
 import re
 import shutil
@@ -720,8 +719,12 @@ def main(argv: list[str] | None = None) -> int:
     p = Preset(**preset)
     if p.warmstart_reading_first < 0 or p.warmstart_reading_rank < 1:
         parser.error("--warmstart-reading-first must be >= 0 and --warmstart-reading-rank >= 1")
-    if not all(math.isfinite(x) and x >= 0 for x in (p.invalid_penalty, p.overlong_penalty)):
-        parser.error("--invalid-penalty and --overlong-penalty must be finite and >= 0")
+    from skillrise_train.config import TrainConfig
+
+    try:  # the penalties as skillrise-train checks them, before anything runs
+        TrainConfig(invalid_penalty=p.invalid_penalty, overlong_penalty=p.overlong_penalty)
+    except ValueError as exc:
+        parser.error(str(exc))
     work = Path(args.work_dir)
     if args.fresh and work.exists():
         shutil.rmtree(work)

@@ -383,5 +383,5 @@ def test_transfer_experiment_passes_its_penalties_to_every_arm_and_refuses_bad_o
         with pytest.raises(SystemExit) as exited:
             module.main([flag, value, "--work-dir", str(tmp_path / "w"), "--results-dir", str(tmp_path / "r")])
         assert exited.value.code == 2
-        assert "must be finite and >= 0" in capsys.readouterr().err
+        assert "penalty must be a finite number >= 0" in capsys.readouterr().err
     assert not (tmp_path / "w").exists()  # refused before the work dir was made
