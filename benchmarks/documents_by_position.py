@@ -28,10 +28,10 @@ def closed_and_cut(rows: list[dict]) -> dict[str, float]:
 def summarise(work: Path) -> dict:
     from skillrise_gym.backends.rulebook import RulebookBackend
     from skillrise_gym.documents import document_stats
+    from skillrise_gym.records import iter_jsonl
 
     tasks = {t.id: t for t in RulebookBackend(rules=2, bins=4).list_tasks("test")}
-    lines = (work / "eval-bench/skillrise/carry-skill/turns.jsonl").read_text().splitlines()
-    rows = [r for r in map(json.loads, lines) if r["extra"]["K"] == 6]
+    rows = [r for r in iter_jsonl(work / "eval-bench/skillrise/carry-skill/turns.jsonl") if r["extra"]["K"] == 6]
     by_position = []
     for position in range(5):
         held = document_stats([r for r in rows if r["role"] == "solve" or int(r["position"]) == position],
@@ -39,8 +39,7 @@ def summarise(work: Path) -> dict:
         by_position.append({k: round(held[k], 3) for k in ("states_all", "states_latest", "keeps_earlier",
                                                              "instance_words") if k in held})
     steps: dict[int, list[dict]] = {}
-    for line in (work / "skillrise/turns.jsonl").read_text().splitlines():
-        row = json.loads(line)
+    for row in iter_jsonl(work / "skillrise/turns.jsonl"):
         if row["role"] == "curate":
             steps.setdefault(int(row["extra"]["step"]), []).append(row)
     keys = sorted(steps)
