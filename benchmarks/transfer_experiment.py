@@ -433,15 +433,14 @@ def held_documents(turns_path: Path, p: Preset) -> dict[str, dict[str, float]]:
     instance words (`skillrise_gym.documents.document_stats`)."""
     from skillrise_gym.backends.rulebook import RulebookBackend
     from skillrise_gym.documents import document_stats
+    from skillrise_gym.records import iter_jsonl
 
     if not turns_path.exists():
         return {}
     tasks = {t.id: t for t in RulebookBackend(**backend_options(p)).list_tasks("test")}
     by_K: dict[str, list[dict[str, Any]]] = {}
-    for line in turns_path.read_text().splitlines():
-        if line.strip():
-            row = json.loads(line)
-            by_K.setdefault(str(row["extra"]["K"]), []).append(row)
+    for row in iter_jsonl(turns_path):  # a torn last line (a killed bench) is skipped
+        by_K.setdefault(str(row["extra"]["K"]), []).append(row)
     return {K: stats for K, rows in sorted(by_K.items()) if (stats := document_stats(rows, tasks.get,
                                                                                     lambda b: RulebookBackend))}
 
