@@ -26,6 +26,7 @@ none, reflect), on the same pinned sequences. Outputs (benchmarks/results/):
     python benchmarks/transfer_experiment.py                  # the CPU preset (tiny model; see --help)
     python benchmarks/transfer_experiment.py --scale          # a GPU preset (SmolLM2 with LoRA, more steps)
     python benchmarks/transfer_experiment.py --arms skillrise grpo --steps 50 --eval-sequences 40
+    python benchmarks/transfer_experiment.py --rules 2 --bins 4 --init runs/r1/skillrise/final ...  # a curriculum
     python benchmarks/transfer_experiment.py --arms skillrise lamer --feedback success --bins 4 --K 3 \
         --repeat-k 3 --eval-K 3 --work-dir runs/lamer --results-dir benchmarks/results/lamer   # vs LaMer
 
@@ -91,6 +92,9 @@ class Preset:
     warmstart_reading_rank: int = 16
     warmstart_lr: float = 3e-3
     warmstart_batch: int = 32
+    # a model folder (a whole model or a LoRA adapter, e.g. an arm's final/ from an earlier run) every arm starts
+    # from instead of the format warm start: a curriculum, such as R=2 training from an arm trained at R=1
+    init: str = ""
     max_new_tokens: int = 24
     overlong_penalty: float = 0.0  # subtracted from a turn cut off at max_new_tokens (skillrise-train's flag)
     # subtracted from a turn whose answer lacks its closed tags (skillrise-train's flag); at or above the overlong
@@ -457,7 +461,8 @@ def markdown(report: dict[str, Any]) -> str:
     spread = ("mean over seeds %s [range over seeds]" % ", ".join(map(str, p["seeds"]))) if p.get("seeds") else \
         f"seed {p['seed']}, success [95% CI]"
     lines = [f"Held-out families (test split), {spread} by K; carry skill / none / reflect. "
-             f"Model {p['model']}, {p['steps']} steps, R={p['rules']} rules, N={p['bins']} bins.", ""]
+             f"Model {p['model']}" + (f" (arms start from {p['init']})" if p.get("init") else "")
+             + f", {p['steps']} steps, R={p['rules']} rules, N={p['bins']} bins.", ""]
     header = "| policy | carry | " + " | ".join(f"K={k}" for k in p["eval_K"]) + f" | by position (K={max(p['eval_K'])}) |"
     lines += [header, "|" + "---|" * (len(p["eval_K"]) + 3)]
     for name, result in report["evaluations"].items():
@@ -619,12 +624,13 @@ def run_seed(p: Preset, work: Path, args: Any, log, shared: Path) -> dict[str, A
     report: dict[str, Any] = {"preset": asdict(p), "arms": {}, "evaluations": {}, "ceilings": ceilings(p)}
     if p.model == "tiny" and (p.tiny_width, p.tiny_layers) != (64, 2):
         p = replace(p, model=sized_tiny_model(p, shared, log))
-    start = untrained(p, work, log)
+    start = p.init or untrained(p, work, log)
     for keep, name in ((False, "latest-rule-only"), (True, "perfect-curator")):  # reference rows, no model
         report["evaluations"][name] = evaluate(name, None, p, work, log, agent=ScriptedCurator(keep), carry=("skill",),
                                                repeat_agent=ScriptedCurator(keep))
-    if not args.no_untrained:
-        report["evaluations"]["untrained"] = evaluate("untrained", start, p, work, log)
+    if not args.no_untrained:  # the policy before RL: the warm start, or the --init model ("init")
+        name = "init" if p.init else "untrained"
+        report["evaluations"][name] = evaluate(name, start, p, work, log)
     for arm in args.arms:
         arm_start = untrained(p, work, log, algo="lamer") if ARMS[arm]["algo"] == "lamer" else start
         if arm_start != start and not args.no_untrained and "untrained-lamer" not in report["evaluations"]:
@@ -718,6 +724,13 @@ def main(argv: list[str] | None = None) -> int:
     p = Preset(**preset)
     if p.warmstart_reading_first < 0 or p.warmstart_reading_rank < 1:
         parser.error("--warmstart-reading-first must be >= 0 and --warmstart-reading-rank >= 1")
+    if p.init:
+        from skillrise_gym.models import is_model_folder
+
+        if not is_model_folder(p.init):
+            parser.error(f"--init {p.init!r} is not a model folder (config.json) nor a LoRA adapter folder")
+        if any(ARMS[arm]["algo"] == "lamer" for arm in args.arms):
+            parser.error("--init does not apply to the lamer arm (it starts from its own reflection warm start)")
     from skillrise_train.config import TrainConfig
 
     try:  # the penalties as skillrise-train checks them, before anything runs

@@ -385,3 +385,45 @@ def test_transfer_experiment_passes_its_penalties_to_every_arm_and_refuses_bad_o
         assert exited.value.code == 2
         assert "penalty must be a finite number >= 0" in capsys.readouterr().err
     assert not (tmp_path / "w").exists()  # refused before the work dir was made
+
+
+def test_transfer_experiment_starts_every_arm_from_init_and_refuses_a_bad_one(tmp_path, monkeypatch, capsys):
+    """--init DIR (a curriculum: R=2 arms trained from an arm trained at R=1) replaces the format warm start as
+    every arm's start and is evaluated as the "init" row; a folder that is no model nor adapter, or --init with
+    the lamer arm (which starts from its reflection warm start), is a one-line error (exit 2) before anything
+    runs."""
+    import importlib.util
+    import sys
+    from pathlib import Path
+    from types import SimpleNamespace
+
+    path = Path(__file__).resolve().parent.parent / "benchmarks" / "transfer_experiment.py"
+    spec = importlib.util.spec_from_file_location("transfer_experiment_init", path)
+    module = importlib.util.module_from_spec(spec)
+    monkeypatch.setitem(sys.modules, spec.name, module)
+    spec.loader.exec_module(module)
+    init = tmp_path / "r1" / "final"
+    init.mkdir(parents=True)
+    (init / "config.json").write_text("{}")
+    starts, evaluated = [], []
+
+    def no_warm_start(*_args, **_kwargs):
+        raise AssertionError("the format warm start ran although --init was given")
+
+    monkeypatch.setattr(module, "untrained", no_warm_start)
+    monkeypatch.setattr(module, "evaluate", lambda name, model_dir, *a, **k: evaluated.append((name, model_dir)) or {})
+    monkeypatch.setattr(module, "train_arm", lambda arm, start, *a, **k: starts.append((arm, start)) or {})
+    p = module.Preset(rules=2, bins=4, init=str(init))
+    args = SimpleNamespace(no_untrained=False, arms=["skillrise", "own"], extend=False)
+    module.run_seed(p, tmp_path / "work", args, lambda _m: None, shared=tmp_path / "work")
+    assert starts == [("skillrise", str(init)), ("own", str(init))]
+    assert ("init", str(init)) in evaluated and not any(name == "untrained" for name, _ in evaluated)
+    for argv, message in (
+        (["--init", str(tmp_path / "r1")], "is not a model folder"),  # the run dir, not its final/
+        (["--init", str(init), "--arms", "skillrise", "lamer"], "does not apply to the lamer arm"),
+    ):
+        with pytest.raises(SystemExit) as exited:
+            module.main(argv + ["--work-dir", str(tmp_path / "w"), "--results-dir", str(tmp_path / "res")])
+        assert exited.value.code == 2
+        assert message in capsys.readouterr().err
+    assert not (tmp_path / "w").exists()  # refused before the work dir was made
