@@ -4,58 +4,79 @@ close their tag or run to the token budget, from transfer_experiment work dirs (
 For each WORK dir (R=2, N=4; its SkillRise arm): at the held-out evaluation (carry skill, K=6, greedy), per
 curate position, the shares of `skillrise_gym.documents.document_stats` (every rule revealed so far, the
 latest, keeping alone, instance words); and the share of curate completions that hold the closing </skill>
-tag and that ran to 48 tokens, at the evaluation and by block of 20 training steps.
+tag and that ran to the token budget (--budget, the runs' --max-new-tokens), at the evaluation and by block of
+20 training steps; and `repeats_a_clause`, the share of curate documents at that position that state one clause
+twice ("and wood items go in the yellow bin; and wood items go in the yellow bin").
 
     python benchmarks/documents_by_position.py runs/r2_rf16k5 runs/r2_rf16ol > documents_by_position.json
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-BUDGET = 48  # the runs' --max-new-tokens
+EVALUATION = "eval-bench/skillrise/carry-skill/turns.jsonl"  # a work dir's held-out SkillRise turns
+TRAINING = "skillrise/turns.jsonl"  # and its training turns
 
 
-def closed_and_cut(rows: list[dict]) -> dict[str, float]:
+def closed_and_cut(rows: list[dict], budget: int) -> dict[str, float]:
     return {"closed": round(sum("</skill>" in (r.get("response") or "") for r in rows) / len(rows), 3),
-            "cut": round(sum((r.get("completion_tokens") or 0) >= BUDGET for r in rows) / len(rows), 3)}
+            "cut": round(sum((r.get("completion_tokens") or 0) >= budget for r in rows) / len(rows), 3)}
 
 
-def summarise(work: Path) -> dict:
+def repeats_a_clause(rows: list[dict]) -> float:
+    """The share of curate turns whose document states one clause twice."""
+    from skillrise_gym.documents import clauses
+    from skillrise_gym.prompts import parse_skill
+
+    documents = [[" ".join(c.lower().split()) for c in clauses(parse_skill(r.get("response") or "").document)]
+                 for r in rows]
+    return round(sum(len(set(d)) < len(d) for d in documents) / len(documents), 3) if documents else 0.0
+
+
+def summarise(work: Path, budget: int = 48) -> dict:
     from skillrise_gym.backends.rulebook import RulebookBackend
     from skillrise_gym.documents import document_stats
     from skillrise_gym.records import iter_jsonl
 
     tasks = {t.id: t for t in RulebookBackend(rules=2, bins=4).list_tasks("test")}
-    rows = [r for r in iter_jsonl(work / "eval-bench/skillrise/carry-skill/turns.jsonl") if r["extra"]["K"] == 6]
+    rows = [r for r in iter_jsonl(work / EVALUATION) if r["extra"]["K"] == 6]
     by_position = []
     for position in range(5):
         held = document_stats([r for r in rows if r["role"] == "solve" or int(r["position"]) == position],
                               tasks.get, lambda name: RulebookBackend)
-        by_position.append({k: round(held[k], 3) for k in ("states_all", "states_latest", "keeps_earlier",
-                                                             "instance_words") if k in held})
+        by_position.append({**{k: round(held[k], 3) for k in ("states_all", "states_latest", "keeps_earlier",
+                                                                "instance_words") if k in held},
+                            "repeats_a_clause": repeats_a_clause([r for r in rows if r["role"] == "curate"
+                                                                  and int(r["position"]) == position])})
     steps: dict[int, list[dict]] = {}
-    for row in iter_jsonl(work / "skillrise/turns.jsonl"):
+    for row in iter_jsonl(work / TRAINING):
         if row["role"] == "curate":
             steps.setdefault(int(row["extra"]["step"]), []).append(row)
     keys = sorted(steps)
     training = [{"steps": [keys[a], keys[min(a + 19, len(keys) - 1)]],
-                 **closed_and_cut([r for k in keys[a:a + 20] for r in steps[k]])} for a in range(0, len(keys), 20)]
+                 **closed_and_cut([r for k in keys[a:a + 20] for r in steps[k]], budget)} for a in range(0, len(keys), 20)]
     return {"evaluation_by_curate_position": by_position,
-            "evaluation_curate": closed_and_cut([r for r in rows if r["role"] == "curate"]),
+            "evaluation_curate": closed_and_cut([r for r in rows if r["role"] == "curate"], budget),
             "training_curate": training}
 
 
 def main(argv: list[str]) -> int:
-    if not argv:
-        print(__doc__)
-        return 2
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("work", nargs="+", help="transfer_experiment --work-dir folders (R=2, N=4, K=6 evaluation)")
+    parser.add_argument("--budget", type=int, default=48, help="the runs' --max-new-tokens (what counts as a cut)")
+    args = parser.parse_args(argv)
+    for work in args.work:
+        for needed in (EVALUATION, TRAINING):
+            if not (Path(work) / needed).is_file():
+                parser.error(f"{work} holds no {needed}: not a transfer_experiment work dir with a SkillRise arm")
     print(json.dumps({"what": __doc__.split("\n\n")[0].replace("\n", " "),
-                      "runs": {Path(w).name: summarise(Path(w)) for w in argv}}, indent=1))
+                      "runs": {Path(w).name: summarise(Path(w), args.budget) for w in args.work}}, indent=1))
     return 0
 
 

@@ -427,3 +427,26 @@ def test_transfer_experiment_starts_every_arm_from_init_and_refuses_a_bad_one(tm
         assert exited.value.code == 2
         assert message in capsys.readouterr().err
     assert not (tmp_path / "w").exists()  # refused before the work dir was made
+
+
+def test_documents_by_position_counts_repeated_clauses_and_refuses_a_folder_that_is_no_work_dir(tmp_path, capsys):
+    """benchmarks/documents_by_position.py: a document stating one clause twice (case and spacing aside) counts
+    in `repeats_a_clause`, a document of distinct clauses or an unclosed one does not double count; a folder
+    without a SkillRise arm's turns is a one-line error (exit 2)."""
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parent.parent / "benchmarks" / "documents_by_position.py"
+    spec = importlib.util.spec_from_file_location("documents_by_position", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    rows = [{"response": "<skill>and wood items go in the yellow bin; And wood items go in the  yellow bin</skill>"},
+            {"response": "<skill>and wood items go in the yellow bin; and cork items go in the red bin</skill>"},
+            {"response": "<skill>and cork items go in the red bin"},
+            {"response": ""}]
+    assert module.repeats_a_clause(rows) == 0.25
+    assert module.repeats_a_clause([]) == 0.0
+    with pytest.raises(SystemExit) as exited:
+        module.main([str(tmp_path)])
+    assert exited.value.code == 2
+    assert "not a transfer_experiment work dir" in capsys.readouterr().err
