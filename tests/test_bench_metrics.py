@@ -450,3 +450,41 @@ def test_documents_by_position_counts_repeated_clauses_and_refuses_a_folder_that
         module.main([str(tmp_path)])
     assert exited.value.code == 2
     assert "not a transfer_experiment work dir" in capsys.readouterr().err
+
+
+def test_paired_positions_differences_two_rows_on_their_common_sequences_and_refuses_bad_input(tmp_path, capsys):
+    """benchmarks/paired_positions.py: per sequence, the mean success at positions >= FROM of the arm minus the
+    reference's, on the sequences both played; a missing row, an out-of-range position or rows without a
+    common sequence is a one-line error (exit 2)."""
+    import importlib.util
+    import json
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parent.parent / "benchmarks" / "paired_positions.py"
+    spec = importlib.util.spec_from_file_location("paired_positions", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    work = tmp_path / "work"
+    arm = work / "eval-bench" / "skillrise" / "carry-skill"
+    reference = work / "eval-bench" / "latest-rule-only"
+    arm.mkdir(parents=True)
+    reference.mkdir(parents=True)
+
+    def write(folder, rows):
+        (folder / "results.jsonl").write_text("".join(json.dumps({"K": 4, "sequence_id": s, "success": v}) + "\n"
+                                                      for s, v in rows))
+
+    write(arm, [("a", [0, 1, 1, 1]), ("b", [1, 0, 1, 0]), ("only-arm", [1, 1, 1, 1])])
+    write(reference, [("a", [1, 1, 0, 1]), ("b", [0, 0, 0, 0])])
+    result = module.paired(work, "skillrise", "latest-rule-only", K=4, start=2)
+    # a: 1.0 - 0.5, b: 0.5 - 0.0; "only-arm" is not paired
+    assert (result["sequences"], result["skillrise"], result["latest-rule-only"]) == (2, 0.75, 0.25)
+    assert result["difference"] == 0.5
+    assert result["ci"][0] <= 0.5 <= result["ci"][1]
+    for argv, message in (([str(work), "--reference", "perfect-curator"], "no held-out results for 'perfect-curator'"),
+                          ([str(work), "--K", "4", "--from-position", "4"], "--from-position must be in 0..3"),
+                          ([str(work), "--K", "6"], "share no sequence of length 6")):
+        with pytest.raises(SystemExit) as exited:
+            module.main(argv)
+        assert exited.value.code == 2
+        assert message in capsys.readouterr().err

@@ -1,0 +1,75 @@
+"""A policy against a reference row on the same held-out sequences: the paired difference in success at
+positions >= FROM (mean over those positions per sequence, then over sequences, bootstrap 95% CI over
+sequences), from transfer_experiment work dirs.
+
+The experiment evaluates every policy on the same held-out sequences (one evaluation seed), so the
+per-sequence difference removes what the draw of families and tasks adds to each row's own CI. Position 0
+is left out by default: nothing is known there, and a scripted agent's first guess is not a policy's.
+
+    python benchmarks/paired_positions.py runs/r2_cur runs/r2_cur_s1 --arm skillrise --reference latest-rule-only
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+
+def results_path(work: Path, name: str) -> Path:
+    """A row's held-out results (carry skill): policies have carry-* folders, scripted rows one folder."""
+    folder = work / "eval-bench" / name
+    return folder / "carry-skill" / "results.jsonl" if (folder / "carry-skill").is_dir() else folder / "results.jsonl"
+
+
+def per_sequence(path: Path, K: int, start: int) -> dict[str, float]:
+    """sequence id -> mean success at positions >= start, for the sequences of length K."""
+    from skillrise_gym.records import iter_jsonl
+
+    return {r["sequence_id"]: float(np.mean(r["success"][start:])) for r in iter_jsonl(path) if r["K"] == K}
+
+
+def paired(work: Path, arm: str, reference: str, K: int, start: int) -> dict:
+    from skillrise_gym.bench.metrics import bootstrap_ci
+
+    ours = per_sequence(results_path(work, arm), K, start)
+    theirs = per_sequence(results_path(work, reference), K, start)
+    common = sorted(set(ours) & set(theirs))
+    if not common:
+        raise ValueError(f"{work}: {arm} and {reference} share no sequence of length {K}")
+    a, b = np.array([ours[s] for s in common]), np.array([theirs[s] for s in common])
+    low, high = bootstrap_ci(a - b)
+    return {"sequences": len(common), arm: round(float(a.mean()), 3), reference: round(float(b.mean()), 3),
+            "difference": round(float((a - b).mean()), 3), "ci": [round(float(low), 3), round(float(high), 3)]}
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("work", nargs="+", help="transfer_experiment --work-dir folders")
+    parser.add_argument("--arm", default="skillrise", help="the policy (an arm or 'untrained'/'init')")
+    parser.add_argument("--reference", default="latest-rule-only", help="the row it is compared with")
+    parser.add_argument("--K", type=int, default=6, help="the evaluated sequence length")
+    parser.add_argument("--from-position", type=int, default=2, help="the first position counted (0-based)")
+    args = parser.parse_args(argv)
+    if not 0 <= args.from_position < args.K:
+        parser.error(f"--from-position must be in 0..{args.K - 1}")
+    for work in args.work:
+        for name in (args.arm, args.reference):
+            if not results_path(Path(work), name).is_file():
+                parser.error(f"{work} holds no held-out results for {name!r} ({results_path(Path(work), name)})")
+    try:
+        runs = {work: paired(Path(work), args.arm, args.reference, args.K, args.from_position) for work in args.work}
+    except ValueError as exc:
+        parser.error(str(exc))
+    print(json.dumps({"what": __doc__.split("\n\n")[0].replace("\n", " "), "K": args.K,
+                      "from_position": args.from_position, "runs": runs}, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
