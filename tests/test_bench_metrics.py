@@ -8,6 +8,22 @@ import pytest
 from skillrise_gym.bench import metrics, plots
 
 
+def _benchmark_module(script: str, name: str, monkeypatch=None):
+    """benchmarks/<script>.py loaded as module `name` (registered in sys.modules through `monkeypatch`, for
+    dataclasses and pickling, when given)."""
+    import importlib.util
+    import sys
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parent.parent / "benchmarks" / f"{script}.py"
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    if monkeypatch is not None:
+        monkeypatch.setitem(sys.modules, name, module)
+    spec.loader.exec_module(module)
+    return module
+
+
 def result(index: int, success: list[bool], K: int | None = None, **overrides) -> dict:
     K = K or len(success)
     row = {"K": K, "index": index, "family": "f", "success": success, "score": [float(s) for s in success],
@@ -392,16 +408,9 @@ def test_transfer_experiment_starts_every_arm_from_init_and_refuses_a_bad_one(tm
     every arm's start and is evaluated as the "init" row; a folder that is no model nor adapter, or --init with
     the lamer arm (which starts from its reflection warm start), is a one-line error (exit 2) before anything
     runs."""
-    import importlib.util
-    import sys
-    from pathlib import Path
     from types import SimpleNamespace
 
-    path = Path(__file__).resolve().parent.parent / "benchmarks" / "transfer_experiment.py"
-    spec = importlib.util.spec_from_file_location("transfer_experiment_init", path)
-    module = importlib.util.module_from_spec(spec)
-    monkeypatch.setitem(sys.modules, spec.name, module)
-    spec.loader.exec_module(module)
+    module = _benchmark_module("transfer_experiment", "transfer_experiment_init", monkeypatch)
     init = tmp_path / "r1" / "final"
     init.mkdir(parents=True)
     (init / "config.json").write_text("{}")
@@ -433,13 +442,7 @@ def test_documents_by_position_counts_repeated_clauses_and_refuses_a_folder_that
     """benchmarks/documents_by_position.py: a document stating one clause twice (case and spacing aside) counts
     in `repeats_a_clause`, a document of distinct clauses or an unclosed one does not double count; a folder
     without a SkillRise arm's turns is a one-line error (exit 2)."""
-    import importlib.util
-    from pathlib import Path
-
-    path = Path(__file__).resolve().parent.parent / "benchmarks" / "documents_by_position.py"
-    spec = importlib.util.spec_from_file_location("documents_by_position", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    module = _benchmark_module("documents_by_position", "documents_by_position_under_test")
     rows = [{"response": "<skill>and wood items go in the yellow bin; And wood items go in the  yellow bin</skill>"},
             {"response": "<skill>and wood items go in the yellow bin; and cork items go in the red bin</skill>"},
             {"response": "<skill>and cork items go in the red bin"},
@@ -456,14 +459,9 @@ def test_paired_positions_differences_two_rows_on_their_common_sequences_and_ref
     """benchmarks/paired_positions.py: per sequence, the mean success at positions >= FROM of the arm minus the
     reference's, on the sequences both played; a missing row, an out-of-range position or rows without a
     common sequence is a one-line error (exit 2)."""
-    import importlib.util
     import json
-    from pathlib import Path
 
-    path = Path(__file__).resolve().parent.parent / "benchmarks" / "paired_positions.py"
-    spec = importlib.util.spec_from_file_location("paired_positions", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    module = _benchmark_module("paired_positions", "paired_positions_under_test")
     work = tmp_path / "work"
     arm = work / "eval-bench" / "skillrise" / "carry-skill"
     reference = work / "eval-bench" / "latest-rule-only"
