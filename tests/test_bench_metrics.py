@@ -177,15 +177,9 @@ def test_plots_have_integer_ticks_and_ci_bands(tmp_path, monkeypatch, mode):
 
 
 def test_transfer_experiment_plots(tmp_path, monkeypatch):
-    import importlib.util
-    import sys
     from pathlib import Path
 
-    path = Path(__file__).resolve().parent.parent / "benchmarks" / "transfer_experiment.py"
-    spec = importlib.util.spec_from_file_location("transfer_experiment_under_test", path)
-    module = importlib.util.module_from_spec(spec)
-    monkeypatch.setitem(sys.modules, spec.name, module)  # its dataclasses look their module up there
-    spec.loader.exec_module(module)
+    module = _benchmark_module("transfer_experiment", "transfer_experiment_under_test", monkeypatch)
     monkeypatch.setattr(module, "RESULTS", tmp_path)
     figures = _capture_figures(monkeypatch, module)
     eval_K = [1, 2, 4, 6]
@@ -222,15 +216,7 @@ def test_the_reading_check_scores_a_solver_on_the_perfect_curators_documents(tmp
     """benchmarks/transfer_experiment.py's PerfectDocuments: the perfect curator's documents, solved by the
     scripted perfect reader (reads the rule about the item) and by the latest-rule agent (follows the first
     rule whatever the item): the first reads its own rule every time, the second about half the time."""
-    import importlib.util
-    import sys
-    from pathlib import Path
-
-    path = Path(__file__).resolve().parent.parent / "benchmarks" / "transfer_experiment.py"
-    spec = importlib.util.spec_from_file_location("transfer_experiment_reading", path)
-    module = importlib.util.module_from_spec(spec)
-    monkeypatch.setitem(sys.modules, spec.name, module)
-    spec.loader.exec_module(module)
+    module = _benchmark_module("transfer_experiment", "transfer_experiment_reading", monkeypatch)
     p = module.Preset(rules=2, bins=4, eval_sequences=60, eval_K=[4])
     shares = {}
     for name, keep in (("reader", True), ("latest", False)):
@@ -249,16 +235,9 @@ def test_the_reading_check_scores_a_solver_on_the_perfect_curators_documents(tmp
 
 def test_the_reading_probe_runs_and_appends_its_row(tmp_path, monkeypatch):
     """benchmarks/reading_probe.py at toy size: notes of several rules only, a row with follow_several."""
-    import importlib.util
     import json
-    import sys
-    from pathlib import Path
 
-    path = Path(__file__).resolve().parent.parent / "benchmarks" / "reading_probe.py"
-    spec = importlib.util.spec_from_file_location("reading_probe_under_test", path)
-    module = importlib.util.module_from_spec(spec)
-    monkeypatch.setitem(sys.modules, spec.name, module)
-    spec.loader.exec_module(module)
+    module = _benchmark_module("reading_probe", "reading_probe_under_test", monkeypatch)
     monkeypatch.setattr(module, "RESULTS", tmp_path / "probe.json")
     for _ in range(2):
         assert module.main(["--steps", "2", "--sequences", "3"]) == 0
@@ -271,15 +250,7 @@ def test_the_reading_probe_runs_and_appends_its_row(tmp_path, monkeypatch):
 def test_transfer_experiment_passes_its_pretrained_model_flags_on(tmp_path, monkeypatch):
     """--warmstart-lr/--warmstart-batch/--lora reach the warm start, --dtype the arms' training (a bf16 sampler
     copy and an autocast update) and the evaluation's agent, --eval-carry the carry modes evaluated."""
-    import importlib.util
-    import sys
-    from pathlib import Path
-
-    path = Path(__file__).resolve().parent.parent / "benchmarks" / "transfer_experiment.py"
-    spec = importlib.util.spec_from_file_location("transfer_experiment_flags", path)
-    module = importlib.util.module_from_spec(spec)
-    monkeypatch.setitem(sys.modules, spec.name, module)
-    spec.loader.exec_module(module)
+    module = _benchmark_module("transfer_experiment", "transfer_experiment_flags", monkeypatch)
     seen = {}
     monkeypatch.setattr(module, "run_seed", lambda p, work, args, log, shared: seen.setdefault("preset", p) and {
         "preset": {}, "arms": {}, "evaluations": {}, "ceilings": {}})
@@ -311,17 +282,11 @@ def test_transfer_experiment_passes_its_pretrained_model_flags_on(tmp_path, monk
 def test_transfer_experiment_reading_first_stage(tmp_path, monkeypatch):
     """--warmstart-reading-first N: a reading-only warm start (notes of several rules) saved as a model folder
     that the format warm start starts from; reused when present; negative values are refused (exit 2)."""
-    import importlib.util
-    import sys
     from pathlib import Path
 
     from skillrise_gym.models import is_model_folder
 
-    path = Path(__file__).resolve().parent.parent / "benchmarks" / "transfer_experiment.py"
-    spec = importlib.util.spec_from_file_location("transfer_experiment_reading_first", path)
-    module = importlib.util.module_from_spec(spec)
-    monkeypatch.setitem(sys.modules, spec.name, module)
-    spec.loader.exec_module(module)
+    module = _benchmark_module("transfer_experiment", "transfer_experiment_reading_first", monkeypatch)
     p = module.Preset(rules=2, bins=4, K=2, warmstart_reading_first=2, warmstart_steps=0, warmstart_sequences=6,
                       warmstart_batch=4)
     start = module.untrained(p, tmp_path, print)
@@ -338,15 +303,7 @@ def test_transfer_experiment_extends_a_finished_arm_only_when_asked(tmp_path, mo
     """An arm finished at 2 steps is reused at --steps 2, refused at --steps 3 (and 1) without --extend, and
     continued from its checkpoint to 3 with it: one record per step, the wall time summed, its earlier
     evaluations deleted so that the bench does not resume them for the new weights."""
-    import importlib.util
-    import sys
-    from pathlib import Path
-
-    path = Path(__file__).resolve().parent.parent / "benchmarks" / "transfer_experiment.py"
-    spec = importlib.util.spec_from_file_location("transfer_experiment_extend", path)
-    module = importlib.util.module_from_spec(spec)
-    monkeypatch.setitem(sys.modules, spec.name, module)
-    spec.loader.exec_module(module)
+    module = _benchmark_module("transfer_experiment", "transfer_experiment_extend", monkeypatch)
     work = tmp_path / "work"
     p = module.Preset(K=2, G=2, S=1, steps=2, warmstart_steps=0, threads=1)
     first = module.train_arm("skillrise", "tiny", p, work, print)
@@ -372,17 +329,12 @@ def test_transfer_experiment_passes_its_penalties_to_every_arm_and_refuses_bad_o
     """--invalid-penalty and --overlong-penalty reach each arm's TrainConfig (an open tag priced at least as a
     cut: README, "Training at K=5"); a negative or non-finite one is a one-line error (exit 2) before anything
     runs."""
-    import importlib.util
     import sys
     from pathlib import Path
 
     import skillrise_train.cli
 
-    path = Path(__file__).resolve().parent.parent / "benchmarks" / "transfer_experiment.py"
-    spec = importlib.util.spec_from_file_location("transfer_experiment_penalties", path)
-    module = importlib.util.module_from_spec(spec)
-    monkeypatch.setitem(sys.modules, spec.name, module)
-    spec.loader.exec_module(module)
+    module = _benchmark_module("transfer_experiment", "transfer_experiment_penalties", monkeypatch)
     seen = []
 
     def fake_run(config):
