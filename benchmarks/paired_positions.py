@@ -7,6 +7,10 @@ per-sequence difference removes what the draw of families and tasks adds to each
 is left out by default: nothing is known there, and a scripted agent's first guess is not a policy's.
 
     python benchmarks/paired_positions.py runs/r2_cur runs/r2_cur_s1 --arm skillrise --reference latest-rule-only
+    python benchmarks/paired_positions.py runs/r2_cur --reference own --reference-work runs/r2_cur_own
+
+`--reference-work` takes the reference row from another work dir evaluated on the same sequences (same
+--seed and evaluation settings), e.g. an arm trained in a run of its own.
 """
 
 from __future__ import annotations
@@ -34,11 +38,12 @@ def per_sequence(path: Path, K: int, start: int) -> dict[str, float]:
     return {r["sequence_id"]: float(np.mean(r["success"][start:])) for r in iter_jsonl(path) if r["K"] == K}
 
 
-def paired(work: Path, arm: str, reference: str, K: int, start: int) -> dict:
+def paired(work: Path, arm: str, reference: str, K: int, start: int, reference_work: Path | None = None) -> dict:
+    """`arm` minus `reference` (from `reference_work`, default `work`) on the sequences both played."""
     from skillrise_gym.bench.metrics import bootstrap_ci
 
     ours = per_sequence(results_path(work, arm), K, start)
-    theirs = per_sequence(results_path(work, reference), K, start)
+    theirs = per_sequence(results_path(reference_work or work, reference), K, start)
     common = sorted(set(ours) & set(theirs))
     if not common:
         raise ValueError(f"{work}: {arm} and {reference} share no sequence of length {K}")
@@ -53,21 +58,26 @@ def main(argv: list[str]) -> int:
     parser.add_argument("work", nargs="+", help="transfer_experiment --work-dir folders")
     parser.add_argument("--arm", default="skillrise", help="the policy (an arm or 'untrained'/'init')")
     parser.add_argument("--reference", default="latest-rule-only", help="the row it is compared with")
+    parser.add_argument("--reference-work", default=None,
+                        help="the work dir holding the reference row (default: each WORK itself)")
     parser.add_argument("--K", type=int, default=6, help="the evaluated sequence length")
     parser.add_argument("--from-position", type=int, default=2, help="the first position counted (0-based)")
     args = parser.parse_args(argv)
     if not 0 <= args.from_position < args.K:
         parser.error(f"--from-position must be in 0..{args.K - 1}")
+    reference_work = Path(args.reference_work) if args.reference_work else None
     for work in args.work:
-        for name in (args.arm, args.reference):
-            if not results_path(Path(work), name).is_file():
-                parser.error(f"{work} holds no held-out results for {name!r} ({results_path(Path(work), name)})")
+        for folder, name in ((Path(work), args.arm), (reference_work or Path(work), args.reference)):
+            if not results_path(folder, name).is_file():
+                parser.error(f"{folder} holds no held-out results for {name!r} ({results_path(folder, name)})")
     try:
-        runs = {work: paired(Path(work), args.arm, args.reference, args.K, args.from_position) for work in args.work}
+        runs = {work: paired(Path(work), args.arm, args.reference, args.K, args.from_position, reference_work)
+                for work in args.work}
     except ValueError as exc:
         parser.error(str(exc))
     print(json.dumps({"what": __doc__.split("\n\n")[0].replace("\n", " "), "K": args.K,
-                      "from_position": args.from_position, "runs": runs}, indent=1))
+                      "from_position": args.from_position,
+                      **({"reference_work": args.reference_work} if reference_work else {}), "runs": runs}, indent=1))
     return 0
 
 

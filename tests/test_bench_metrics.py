@@ -431,9 +431,17 @@ def test_paired_positions_differences_two_rows_on_their_common_sequences_and_ref
     assert (result["sequences"], result["skillrise"], result["latest-rule-only"]) == (2, 0.75, 0.25)
     assert result["difference"] == 0.5
     assert result["ci"][0] <= 0.5 <= result["ci"][1]
+    other = tmp_path / "other" / "eval-bench" / "own" / "carry-skill"  # a reference row from another work dir
+    other.mkdir(parents=True)
+    write(other, [("a", [1, 1, 0, 0]), ("b", [1, 1, 1, 1])])
+    across = module.paired(work, "skillrise", "own", K=4, start=2, reference_work=tmp_path / "other")
+    assert (across["sequences"], across["own"], across["difference"]) == (2, 0.5, 0.25)
     for argv, message in (([str(work), "--reference", "perfect-curator"], "no held-out results for 'perfect-curator'"),
                           ([str(work), "--K", "4", "--from-position", "4"], "--from-position must be in 0..3"),
-                          ([str(work), "--K", "6"], "share no sequence of length 6")):
+                          ([str(work), "--K", "6"], "share no sequence of length 6"),
+                          ([str(work), "--reference", "own"], "no held-out results for 'own'"),
+                          ([str(work), "--reference", "skillrise", "--reference-work", str(tmp_path / "none")],
+                           "none holds no held-out results for 'skillrise'")):
         with pytest.raises(SystemExit) as exited:
             module.main(argv)
         assert exited.value.code == 2
