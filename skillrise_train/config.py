@@ -221,9 +221,9 @@ class TrainConfig:
             raise ValueError(f"step_gamma must be in [0, 1], got {self.step_gamma}")
         if not (math.isfinite(self.step_advantage_weight) and self.step_advantage_weight >= 0):
             raise ValueError(f"step_advantage_weight must be a finite number >= 0, got {self.step_advantage_weight}")
-        for name in ("invalid_penalty", "overlong_penalty"):
-            if not (math.isfinite(getattr(self, name)) and getattr(self, name) >= 0):
-                raise ValueError(f"{name} must be a finite number >= 0, got {getattr(self, name)}")
+        for name, value in (("invalid_penalty", self.invalid_penalty), ("overlong_penalty", self.overlong_penalty)):
+            if not (math.isfinite(value) and value >= 0):
+                raise ValueError(f"{name} must be a finite number >= 0, got {value}")
         if self.generation_dtype is not None:
             if self.generation_dtype not in GENERATION_DTYPES:
                 raise ValueError(f"generation_dtype must be one of {GENERATION_DTYPES} (or unset), got "
