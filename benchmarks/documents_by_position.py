@@ -1,8 +1,8 @@
 """What the R=2 transfer probe's curated documents hold, by curate position, and whether curate completions
 close their tag or run to the token budget, from transfer_experiment work dirs (their turns.jsonl files).
 
-For each WORK dir (R=2, N=4; its SkillRise arm): at the held-out evaluation (carry skill, K=6, greedy), per
-curate position, the shares of `skillrise_gym.documents.document_stats` (every rule revealed so far, the
+For each WORK dir (its SkillRise arm; the probe's R, N and held-out option are read from the arm's
+config.json): at the held-out evaluation (carry skill, greedy, at its largest K), per curate position, the shares of `skillrise_gym.documents.document_stats` (every rule revealed so far, the
 latest, keeping alone, instance words); and the share of curate completions that hold the closing </skill>
 tag and that ran to the token budget (--budget, the runs' --max-new-tokens), at the evaluation and by block of
 20 training steps; and `repeats_a_clause`, the share of curate documents at that position that state one clause
@@ -22,6 +22,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 EVALUATION = "eval-bench/skillrise/carry-skill/turns.jsonl"  # a work dir's held-out SkillRise turns
 TRAINING = "skillrise/turns.jsonl"  # and its training turns
+CONFIG = "skillrise/config.json"  # and its TrainConfig (backend_options: rules, bins, novel...)
 
 
 def closed_and_cut(rows: list[dict], budget: int) -> dict[str, float]:
@@ -44,10 +45,13 @@ def summarise(work: Path, budget: int = 48) -> dict:
     from skillrise_gym.documents import document_stats
     from skillrise_gym.records import iter_jsonl
 
-    tasks = {t.id: t for t in RulebookBackend(rules=2, bins=4).list_tasks("test")}
-    rows = [r for r in iter_jsonl(work / EVALUATION) if r["extra"]["K"] == 6]
+    options = json.loads((work / CONFIG).read_text()).get("backend_options") or {}
+    tasks = {t.id: t for t in RulebookBackend(**options).list_tasks("test")}
+    rows = list(iter_jsonl(work / EVALUATION))
+    K = max(int(r["extra"]["K"]) for r in rows)
+    rows = [r for r in rows if r["extra"]["K"] == K]
     by_position = []
-    for position in range(5):
+    for position in range(K - 1):
         held = document_stats([r for r in rows if r["role"] == "solve" or int(r["position"]) == position],
                               tasks.get, lambda name: RulebookBackend)
         by_position.append({**{k: round(held[k], 3) for k in ("states_all", "states_latest", "keeps_earlier",
@@ -61,18 +65,18 @@ def summarise(work: Path, budget: int = 48) -> dict:
     keys = sorted(steps)
     training = [{"steps": [keys[a], keys[min(a + 19, len(keys) - 1)]],
                  **closed_and_cut([r for k in keys[a:a + 20] for r in steps[k]], budget)} for a in range(0, len(keys), 20)]
-    return {"evaluation_by_curate_position": by_position,
+    return {"probe": {**options, "K": K}, "evaluation_by_curate_position": by_position,
             "evaluation_curate": closed_and_cut([r for r in rows if r["role"] == "curate"], budget),
             "training_curate": training}
 
 
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("work", nargs="+", help="transfer_experiment --work-dir folders (R=2, N=4, K=6 evaluation)")
+    parser.add_argument("work", nargs="+", help="transfer_experiment --work-dir folders")
     parser.add_argument("--budget", type=int, default=48, help="the runs' --max-new-tokens (what counts as a cut)")
     args = parser.parse_args(argv)
     for work in args.work:
-        for needed in (EVALUATION, TRAINING):
+        for needed in (EVALUATION, TRAINING, CONFIG):
             if not (Path(work) / needed).is_file():
                 parser.error(f"{work} holds no {needed}: not a transfer_experiment work dir with a SkillRise arm")
     print(json.dumps({"what": __doc__.split("\n\n")[0].replace("\n", " "),

@@ -407,6 +407,37 @@ def test_documents_by_position_counts_repeated_clauses_and_refuses_a_folder_that
     assert "not a transfer_experiment work dir" in capsys.readouterr().err
 
 
+def test_documents_by_position_reads_the_probe_and_the_evaluation_k_from_the_work_dir(tmp_path):
+    """documents_by_position.py takes R, N from the SkillRise arm's config.json and K from its evaluation rows:
+    an R=1, N=3 run evaluated at K=3 gives two curate positions, the first document stating its task's rule."""
+    import json
+
+    from skillrise_gym.backends.rulebook import RulebookBackend
+
+    module = _benchmark_module("documents_by_position", "documents_by_position_reads_the_probe")
+    test = RulebookBackend(rules=1, bins=3).list_tasks("test")
+    tasks = [t for t in test if t.family == test[0].family][:3]
+    rule = f"{tasks[0].payload['kind']} items go in the {tasks[0].payload['bin']} bin"
+    rows = []
+    for position, task in enumerate(tasks):
+        base = {"trial_id": "t", "task_id": task.id, "position": position, "extra": {"K": 3}, "success": True}
+        rows.append({**base, "role": "solve"})
+        if position < 2:
+            rows.append({**base, "role": "curate", "action": rule, "response": f"<skill>{rule}</skill>",
+                         "completion_tokens": 9})
+    work = tmp_path / "work"
+    (work / "eval-bench" / "skillrise" / "carry-skill").mkdir(parents=True)
+    (work / "skillrise").mkdir()
+    (work / module.EVALUATION).write_text("".join(json.dumps(r) + "\n" for r in rows))
+    (work / module.TRAINING).write_text(json.dumps({**rows[1], "extra": {"step": 0}}) + "\n")
+    (work / module.CONFIG).write_text(json.dumps({"backend_options": {"rules": 1, "bins": 3}}))
+    summary = module.summarise(work)
+    assert summary["probe"] == {"rules": 1, "bins": 3, "K": 3}
+    first, _second = summary["evaluation_by_curate_position"]
+    assert first["states_all"] == 1.0 and first["instance_words"] == 0.0
+    assert summary["evaluation_curate"] == {"closed": 1.0, "cut": 0.0}
+
+
 def test_paired_positions_differences_two_rows_on_their_common_sequences_and_refuses_bad_input(tmp_path, capsys):
     """benchmarks/paired_positions.py: per sequence, the mean success at positions >= FROM of the arm minus the
     reference's, on the sequences both played; a missing row, an out-of-range position or rows without a
