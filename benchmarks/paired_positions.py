@@ -10,7 +10,9 @@ is left out by default: nothing is known there, and a scripted agent's first gue
     python benchmarks/paired_positions.py runs/r2_cur --reference own --reference-work runs/r2_cur_own
 
 `--reference-work` takes the reference row from another work dir evaluated on the same sequences (same
---seed and evaluation settings), e.g. an arm trained in a run of its own.
+--seed and evaluation settings), e.g. an arm trained in a run of its own. Rows are paired by sequence id;
+rows whose manifests name another probe (env, split, mode, step limit, backend options such as R and N)
+are refused, since their ids would name other tasks.
 """
 
 from __future__ import annotations
@@ -38,12 +40,25 @@ def per_sequence(path: Path, K: int, start: int) -> dict[str, float]:
     return {r["sequence_id"]: float(np.mean(r["success"][start:])) for r in iter_jsonl(path) if r["K"] == K}
 
 
+#: what a row's manifest must share with the other row's for their sequence ids to name the same tasks
+SAME_PROBE = ("env", "split", "mode", "max_task_steps", "backend_options")
+
+
+def probe(results: Path) -> dict:
+    """The settings of a row's evaluation that decide what its sequence ids hold (its manifest's identity)."""
+    manifest = results.parent / "manifest.json"
+    identity = json.loads(manifest.read_text()).get("identity", {}) if manifest.is_file() else {}
+    return {key: identity.get(key) for key in SAME_PROBE}
+
+
 def paired(work: Path, arm: str, reference: str, K: int, start: int, reference_work: Path | None = None) -> dict:
     """`arm` minus `reference` (from `reference_work`, default `work`) on the sequences both played."""
     from skillrise_gym.bench.metrics import bootstrap_ci
 
-    ours = per_sequence(results_path(work, arm), K, start)
-    theirs = per_sequence(results_path(reference_work or work, reference), K, start)
+    mine, other = results_path(work, arm), results_path(reference_work or work, reference)
+    if probe(mine) != probe(other):
+        raise ValueError(f"{arm} and {reference} were evaluated on different probes: {probe(mine)} vs {probe(other)}")
+    ours, theirs = per_sequence(mine, K, start), per_sequence(other, K, start)
     common = sorted(set(ours) & set(theirs))
     if not common:
         raise ValueError(f"{work}: {arm} and {reference} share no sequence of length {K}")

@@ -440,8 +440,8 @@ def test_documents_by_position_reads_the_probe_and_the_evaluation_k_from_the_wor
 
 def test_paired_positions_differences_two_rows_on_their_common_sequences_and_refuses_bad_input(tmp_path, capsys):
     """benchmarks/paired_positions.py: per sequence, the mean success at positions >= FROM of the arm minus the
-    reference's, on the sequences both played; a missing row, an out-of-range position or rows without a
-    common sequence is a one-line error (exit 2)."""
+    reference's, on the sequences both played; a missing row, an out-of-range position, rows without a
+    common sequence or rows evaluated on another probe (their manifests) is a one-line error (exit 2)."""
     import json
 
     module = _benchmark_module("paired_positions", "paired_positions_under_test")
@@ -477,3 +477,8 @@ def test_paired_positions_differences_two_rows_on_their_common_sequences_and_ref
             module.main(argv)
         assert exited.value.code == 2
         assert message in capsys.readouterr().err
+    for folder, rules in ((arm, 2), (other, 1)):  # the same ids on another probe name other tasks
+        (folder / "manifest.json").write_text(json.dumps({"identity": {"env": "rulebook", "backend_options":
+                                                                        {"rules": rules, "bins": 4}}}))
+    with pytest.raises(ValueError, match="evaluated on different probes"):
+        module.paired(work, "skillrise", "own", K=4, start=2, reference_work=tmp_path / "other")
