@@ -48,7 +48,7 @@ import re
 import shutil
 import sys
 import time
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
@@ -69,49 +69,60 @@ DEFAULT_ARMS = [arm for arm in ARMS if arm != "lamer"]
 CARRY = ("skill", "none", "reflect")
 
 
+def flag(default: Any, help: str) -> Any:
+    """A Preset field and its --flag's help (lists get a fresh copy per Preset)."""
+    if isinstance(default, list):
+        return field(default_factory=lambda: list(default), metadata={"help": help})
+    return field(default=default, metadata={"help": help})
+
+
 @dataclass
 class Preset:
-    """What one experiment runs (the CLI flags override these fields)."""
+    """What one experiment runs (the CLI flags override these fields; each field's help is its flag's)."""
 
-    model: str = "tiny"
-    tiny_width: int = 64  # the tiny model's hidden size (64: the embedded "tiny"; wider: built in WORK_DIR)
-    tiny_layers: int = 2  # and its layers
-    lora: bool = False
-    steps: int = 60
-    K: int = 2
-    G: int = 8
-    S: int = 8
-    lr: float = 1e-3
-    warmstart_steps: int = 600
-    warmstart_sequences: int = 1000
-    warmstart_documents: str = "one"  # "several" for documents of several rules (R >= 2)
-    warmstart_reading: int = 2  # reading examples per warm-start sequence
-    # > 0: first this many steps of a reading-only warm start (notes of several rules, the item's clause as the
-    # target: benchmarks/reading_probe.py), its LoRA of this rank merged in; the format warm start follows
-    warmstart_reading_first: int = 0
-    warmstart_reading_rank: int = 16
-    warmstart_lr: float = 3e-3
-    warmstart_batch: int = 32
-    # a model folder (a whole model or a LoRA adapter, e.g. an arm's final/ from an earlier run) every arm starts
-    # from instead of the format warm start: a curriculum, such as R=2 training from an arm trained at R=1
-    init: str = ""
-    max_new_tokens: int = 24
-    overlong_penalty: float = 0.0  # subtracted from a turn cut off at max_new_tokens (skillrise-train's flag)
-    # subtracted from a turn whose answer lacks its closed tags (skillrise-train's flag); at or above the overlong
-    # penalty, an open tag is no cheaper than a cut (README, "Training at K=5")
-    invalid_penalty: float = 0.5
-    rules: int = 1
-    bins: int = 3
-    novel: str = "none"  # held-out answers: the test families' kinds/colours never seen in training
-    feedback: str = "full"  # "success": a wrong answer's feedback names only the wrong bin (rulebook.py)
-    repeat_k: int = 0  # > 0: also evaluate in repeat mode (one task this many times; Pass@k)
-    eval_K: list[int] = field(default_factory=lambda: [1, 2, 4, 6])
-    eval_sequences: int = 100
-    eval_temperature: float = 0.0
-    eval_carry: list[str] = field(default_factory=lambda: list(CARRY))  # carry modes evaluated per policy
-    seed: int = 0
-    threads: int = 1
-    dtype: str = "float32"  # bfloat16: RL generates with a bf16 copy and autocasts its update; evaluation in bf16
+    model: str = flag("tiny", "the policy: 'tiny' (built offline), an embedded model name or a model folder")
+    tiny_width: int = flag(64, "the tiny model's hidden size (64: the embedded 'tiny'; wider: built in WORK_DIR)")
+    tiny_layers: int = flag(2, "the tiny model's layers")
+    lora: bool = flag(False, "train LoRA adapters instead of every weight")
+    steps: int = flag(60, "RL steps per arm")
+    K: int = flag(2, "tasks per training sequence")
+    G: int = flag(8, "trials per sequence (the group of the group-relative advantage)")
+    S: int = flag(8, "sequences per RL step")
+    lr: float = flag(1e-3, "RL learning rate")
+    warmstart_steps: int = flag(600, "steps of the format warm start (0: none)")
+    warmstart_sequences: int = flag(1000, "sequences the format warm start draws its examples from")
+    warmstart_documents: str = flag("one", "the warm start's documents: 'one' rule, or 'several' (R >= 2)")
+    warmstart_reading: int = flag(2, "reading examples per warm-start sequence")
+    warmstart_reading_first: int = flag(0, "> 0: first this many steps of a reading-only warm start (notes of "
+                                           "several rules, the item's clause as the target: "
+                                           "benchmarks/reading_probe.py), its LoRA merged in; the format warm "
+                                           "start follows")
+    warmstart_reading_rank: int = flag(16, "the LoRA rank of the reading-only warm start")
+    warmstart_lr: float = flag(3e-3, "the warm starts' learning rate")
+    warmstart_batch: int = flag(32, "the warm starts' batch size")
+    init: str = flag("", "a model folder (a whole model or a LoRA adapter, e.g. an arm's final/ from an earlier "
+                         "run) every arm starts from instead of the format warm start: a curriculum, such as R=2 "
+                         "training from an arm trained at R=1")
+    max_new_tokens: int = flag(24, "token budget of every completion (training and evaluation)")
+    overlong_penalty: float = flag(0.0, "subtracted from a turn cut off at --max-new-tokens (skillrise-train's "
+                                        "flag)")
+    invalid_penalty: float = flag(0.5, "subtracted from a turn whose answer lacks its closed tags (skillrise-"
+                                       "train's flag); at or above the overlong penalty, an open tag is no "
+                                       "cheaper than a cut (README, 'Training at K=5')")
+    rules: int = flag(1, "R: rules (kinds) per family of the probe")
+    bins: int = flag(3, "N: bins per family (chance is 1/N)")
+    novel: str = flag("none", "held-out answers: the test families' kinds/colours never seen in training "
+                              "(none, kinds, colours, both)")
+    feedback: str = flag("full", "'success': a wrong answer's feedback names only the wrong bin (rulebook.py)")
+    repeat_k: int = flag(0, "> 0: also evaluate in repeat mode (one task this many times; Pass@k)")
+    eval_K: list[int] = flag([1, 2, 4, 6], "sequence lengths of the held-out evaluation")
+    eval_sequences: int = flag(100, "held-out sequences per K and carry mode")
+    eval_temperature: float = flag(0.0, "sampling temperature of the evaluation (0: greedy)")
+    eval_carry: list[str] = flag(list(CARRY), "carry modes evaluated per policy")
+    seed: int = flag(0, "RL sampling, the training families drawn and the evaluation's sequences")
+    threads: int = flag(1, "torch threads")
+    dtype: str = flag("float32", "bfloat16: RL generates with a bf16 copy and autocasts its update; evaluation "
+                                 "in bf16")
 
 
 CPU = Preset()
@@ -708,15 +719,22 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seeds", type=int, nargs="+", default=None,
                         help="run the whole experiment once per seed (each in WORK_DIR/seed<s>) and report the mean "
                              "over seeds with their range")
-    for name, value in asdict(CPU).items():
-        flag = "--" + name.replace("_", "-")
+    for spec in fields(Preset):
+        name, value = spec.name, getattr(CPU, spec.name)
+        option = "--" + name.replace("_", "-")
+        # not given: absent from args (SUPPRESS), so the preset's value stands; the help names both presets'
+        scale = getattr(SCALE, name)
+        shown = lambda v: v if v != "" else "none"  # noqa: E731
+        help = f"{spec.metadata['help']} (default: {shown(value)}" + (f"; --scale: {shown(scale)})" if scale != value
+                                                                       else ")")
+        kw = dict(default=argparse.SUPPRESS, help=help.replace("%", "%%"))
         if isinstance(value, bool):
-            parser.add_argument(flag, action=argparse.BooleanOptionalAction, default=None)
+            parser.add_argument(option, action=argparse.BooleanOptionalAction, **kw)
         elif isinstance(value, list):
-            parser.add_argument(flag, type=type(value[0]), nargs="+", default=None,
+            parser.add_argument(option, type=type(value[0]), nargs="+", **kw,
                                 **({"choices": CARRY} if name == "eval_carry" else {}))
         else:
-            parser.add_argument(flag, type=type(value), default=None)
+            parser.add_argument(option, type=type(value), **kw)
     args = parser.parse_args(argv)
     RESULTS = Path(args.results_dir)
     preset = asdict(SCALE if args.scale else CPU)

@@ -390,6 +390,21 @@ def test_transfer_experiment_starts_every_arm_from_init_and_refuses_a_bad_one(tm
     assert not (tmp_path / "w").exists()  # refused before the work dir was made
 
 
+def test_transfer_experiment_help_explains_every_preset_flag(capsys, monkeypatch):
+    """Every Preset field has a help text, shown by --help with its CPU default (and the GPU preset's where it
+    differs); a flag left out keeps the preset's value."""
+    from dataclasses import fields
+
+    module = _benchmark_module("transfer_experiment", "transfer_experiment_help", monkeypatch)
+    assert all(spec.metadata.get("help") for spec in fields(module.Preset))
+    with pytest.raises(SystemExit) as exited:
+        module.main(["--help"])
+    assert exited.value.code == 0
+    shown = " ".join(capsys.readouterr().out.split())
+    assert "--init INIT a model folder" in shown and "(default: none)" in shown
+    assert "RL steps per arm (default: 60; --scale: 300)" in shown
+
+
 def test_documents_by_position_counts_repeated_clauses_and_refuses_a_folder_that_is_no_work_dir(tmp_path, capsys):
     """benchmarks/documents_by_position.py: a document stating one clause twice (case and spacing aside) counts
     in `repeats_a_clause`, a document of distinct clauses or an unclosed one does not double count; a folder
