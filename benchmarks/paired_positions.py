@@ -9,6 +9,9 @@ is left out by default: nothing is known there, and a scripted agent's first gue
     python benchmarks/paired_positions.py runs/r2_cur runs/r2_cur_s1 --arm skillrise --reference latest-rule-only
     python benchmarks/paired_positions.py runs/r2_cur --reference own --reference-work runs/r2_cur_own
 
+With several WORK dirs (runs of other seeds), "pooled" is every run's per-sequence differences together,
+with one bootstrap CI over all of them.
+
 `--reference-work` takes the reference row from another work dir evaluated on the same sequences (same
 --seed and evaluation settings), e.g. an arm trained in a run of its own. Rows are paired by sequence id;
 rows whose manifests name another probe (env, split, mode, step limit, backend options such as R and N)
@@ -53,8 +56,6 @@ def probe(results: Path) -> dict:
 
 def paired(work: Path, arm: str, reference: str, K: int, start: int, reference_work: Path | None = None) -> dict:
     """`arm` minus `reference` (from `reference_work`, default `work`) on the sequences both played."""
-    from skillrise_gym.bench.metrics import bootstrap_ci
-
     mine, other = results_path(work, arm), results_path(reference_work or work, reference)
     if probe(mine) != probe(other):
         raise ValueError(f"{arm} and {reference} were evaluated on different probes: {probe(mine)} vs {probe(other)}")
@@ -63,9 +64,28 @@ def paired(work: Path, arm: str, reference: str, K: int, start: int, reference_w
     if not common:
         raise ValueError(f"{work}: {arm} and {reference} share no sequence of length {K}")
     a, b = np.array([ours[s] for s in common]), np.array([theirs[s] for s in common])
-    low, high = bootstrap_ci(a - b)
     return {"sequences": len(common), arm: round(float(a.mean()), 3), reference: round(float(b.mean()), 3),
-            "difference": round(float((a - b).mean()), 3), "ci": [round(float(low), 3), round(float(high), 3)]}
+            **difference(a - b)}
+
+
+def difference(diffs: np.ndarray) -> dict:
+    """The mean per-sequence difference and its bootstrap 95% CI over sequences."""
+    from skillrise_gym.bench.metrics import bootstrap_ci
+
+    low, high = bootstrap_ci(diffs)
+    return {"difference": round(float(diffs.mean()), 3), "ci": [round(float(low), 3), round(float(high), 3)]}
+
+
+def pooled(works: list[Path], arm: str, reference: str, K: int, start: int,
+           reference_work: Path | None = None) -> dict:
+    """Every work dir's per-sequence differences together (each run's sequences are its own units: runs of
+    other seeds play other sequences), with one bootstrap CI over all of them."""
+    diffs = []
+    for work in works:
+        ours = per_sequence(results_path(work, arm), K, start)
+        theirs = per_sequence(results_path(reference_work or work, reference), K, start)
+        diffs += [ours[s] - theirs[s] for s in sorted(set(ours) & set(theirs))]
+    return {"runs": len(works), "sequences": len(diffs), **difference(np.array(diffs))}
 
 
 def main(argv: list[str]) -> int:
@@ -90,9 +110,12 @@ def main(argv: list[str]) -> int:
                 for work in args.work}
     except ValueError as exc:
         parser.error(str(exc))
+    together = ({"pooled": pooled([Path(w) for w in args.work], args.arm, args.reference, args.K,
+                                  args.from_position, reference_work)} if len(args.work) > 1 else {})
     print(json.dumps({"what": __doc__.split("\n\n")[0].replace("\n", " "), "K": args.K,
                       "from_position": args.from_position,
-                      **({"reference_work": args.reference_work} if reference_work else {}), "runs": runs}, indent=1))
+                      **({"reference_work": args.reference_work} if reference_work else {}), "runs": runs,
+                      **together}, indent=1))
     return 0
 
 

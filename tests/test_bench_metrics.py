@@ -482,6 +482,14 @@ def test_paired_positions_differences_two_rows_on_their_common_sequences_and_ref
     write(other, [("a", [1, 1, 0, 0]), ("b", [1, 1, 1, 1])])
     across = module.paired(work, "skillrise", "own", K=4, start=2, reference_work=tmp_path / "other")
     assert (across["sequences"], across["own"], across["difference"]) == (2, 0.5, 0.25)
+    second = tmp_path / "seed1"  # another seed's run: its own sequences, pooled with the first run's
+    for name, rows in (("skillrise/carry-skill", [("c", [0, 0, 1, 1])]), ("latest-rule-only", [("c", [0, 0, 0, 0])])):
+        (second / "eval-bench" / name).mkdir(parents=True)
+        write(second / "eval-bench" / name, rows)
+    together = module.pooled([work, second], "skillrise", "latest-rule-only", K=4, start=2)
+    # differences 0.5, 0.5 (first run) and 1.0 (second): one bootstrap over the three sequences
+    assert (together["runs"], together["sequences"], together["difference"]) == (2, 3, round(2 / 3, 3))
+    assert together["ci"][0] <= 2 / 3 <= together["ci"][1]
     for argv, message in (([str(work), "--reference", "perfect-curator"], "no held-out results for 'perfect-curator'"),
                           ([str(work), "--K", "4", "--from-position", "4"], "--from-position must be in 0..3"),
                           ([str(work), "--K", "6"], "share no sequence of length 6"),
