@@ -54,8 +54,10 @@ def probe(results: Path) -> dict:
     return {key: identity.get(key) for key in SAME_PROBE}
 
 
-def paired(work: Path, arm: str, reference: str, K: int, start: int, reference_work: Path | None = None) -> dict:
-    """`arm` minus `reference` (from `reference_work`, default `work`) on the sequences both played."""
+def matched(work: Path, arm: str, reference: str, K: int, start: int,
+            reference_work: Path | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """Per sequence both played (sorted by id): `arm`'s and `reference`'s (from `reference_work`, default
+    `work`) mean success at positions >= start."""
     mine, other = results_path(work, arm), results_path(reference_work or work, reference)
     if probe(mine) != probe(other):
         raise ValueError(f"{arm} and {reference} were evaluated on different probes: {probe(mine)} vs {probe(other)}")
@@ -63,9 +65,7 @@ def paired(work: Path, arm: str, reference: str, K: int, start: int, reference_w
     common = sorted(set(ours) & set(theirs))
     if not common:
         raise ValueError(f"{work}: {arm} and {reference} share no sequence of length {K}")
-    a, b = np.array([ours[s] for s in common]), np.array([theirs[s] for s in common])
-    return {"sequences": len(common), arm: round(float(a.mean()), 3), reference: round(float(b.mean()), 3),
-            **difference(a - b)}
+    return np.array([ours[s] for s in common]), np.array([theirs[s] for s in common])
 
 
 def difference(diffs: np.ndarray) -> dict:
@@ -76,16 +76,19 @@ def difference(diffs: np.ndarray) -> dict:
     return {"difference": round(float(diffs.mean()), 3), "ci": [round(float(low), 3), round(float(high), 3)]}
 
 
+def paired(work: Path, arm: str, reference: str, K: int, start: int, reference_work: Path | None = None) -> dict:
+    """`arm` minus `reference` (from `reference_work`, default `work`) on the sequences both played."""
+    a, b = matched(work, arm, reference, K, start, reference_work)
+    return {"sequences": len(a), arm: round(float(a.mean()), 3), reference: round(float(b.mean()), 3),
+            **difference(a - b)}
+
+
 def pooled(works: list[Path], arm: str, reference: str, K: int, start: int,
            reference_work: Path | None = None) -> dict:
     """Every work dir's per-sequence differences together (each run's sequences are its own units: runs of
     other seeds play other sequences), with one bootstrap CI over all of them."""
-    diffs = []
-    for work in works:
-        ours = per_sequence(results_path(work, arm), K, start)
-        theirs = per_sequence(results_path(reference_work or work, reference), K, start)
-        diffs += [ours[s] - theirs[s] for s in sorted(set(ours) & set(theirs))]
-    return {"runs": len(works), "sequences": len(diffs), **difference(np.array(diffs))}
+    diffs = np.concatenate([np.subtract(*matched(work, arm, reference, K, start, reference_work)) for work in works])
+    return {"runs": len(works), "sequences": len(diffs), **difference(diffs)}
 
 
 def main(argv: list[str]) -> int:
@@ -108,10 +111,10 @@ def main(argv: list[str]) -> int:
     try:
         runs = {work: paired(Path(work), args.arm, args.reference, args.K, args.from_position, reference_work)
                 for work in args.work}
+        together = ({"pooled": pooled([Path(w) for w in args.work], args.arm, args.reference, args.K,
+                                      args.from_position, reference_work)} if len(args.work) > 1 else {})
     except ValueError as exc:
         parser.error(str(exc))
-    together = ({"pooled": pooled([Path(w) for w in args.work], args.arm, args.reference, args.K,
-                                  args.from_position, reference_work)} if len(args.work) > 1 else {})
     print(json.dumps({"what": __doc__.split("\n\n")[0].replace("\n", " "), "K": args.K,
                       "from_position": args.from_position,
                       **({"reference_work": args.reference_work} if reference_work else {}), "runs": runs,
