@@ -48,13 +48,15 @@ import re
 import shutil
 import sys
 import time
-from dataclasses import asdict, dataclass, field, fields, replace
+from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
+
+from skillrise_train.config import option  # noqa: E402  (a field and its --flag's help, as TrainConfig's)
 
 RESULTS = ROOT / "benchmarks" / "results"
 ARMS = {
@@ -69,59 +71,52 @@ DEFAULT_ARMS = [arm for arm in ARMS if arm != "lamer"]
 CARRY = ("skill", "none", "reflect")
 
 
-def flag(default: Any, help: str) -> Any:
-    """A Preset field and its --flag's help (lists get a fresh copy per Preset)."""
-    if isinstance(default, list):
-        return field(default_factory=lambda: list(default), metadata={"help": help})
-    return field(default=default, metadata={"help": help})
-
-
 @dataclass
 class Preset:
     """What one experiment runs (the CLI flags override these fields; each field's help is its flag's)."""
 
-    model: str = flag("tiny", "the policy: 'tiny' (built offline), an embedded model name or a model folder")
-    tiny_width: int = flag(64, "the tiny model's hidden size (64: the embedded 'tiny'; wider: built in WORK_DIR)")
-    tiny_layers: int = flag(2, "the tiny model's layers")
-    lora: bool = flag(False, "train LoRA adapters instead of every weight")
-    steps: int = flag(60, "RL steps per arm")
-    K: int = flag(2, "tasks per training sequence")
-    G: int = flag(8, "trials per sequence (the group of the group-relative advantage)")
-    S: int = flag(8, "sequences per RL step")
-    lr: float = flag(1e-3, "RL learning rate")
-    warmstart_steps: int = flag(600, "steps of the format warm start (0: none)")
-    warmstart_sequences: int = flag(1000, "sequences the format warm start draws its examples from")
-    warmstart_documents: str = flag("one", "the warm start's documents: 'one' rule, or 'several' (R >= 2)")
-    warmstart_reading: int = flag(2, "reading examples per warm-start sequence")
-    warmstart_reading_first: int = flag(0, "> 0: first this many steps of a reading-only warm start (notes of "
+    model: str = option("tiny", "the policy: 'tiny' (built offline), an embedded model name or a model folder")
+    tiny_width: int = option(64, "the tiny model's hidden size (64: the embedded 'tiny'; wider: built in WORK_DIR)")
+    tiny_layers: int = option(2, "the tiny model's layers")
+    lora: bool = option(False, "train LoRA adapters instead of every weight")
+    steps: int = option(60, "RL steps per arm")
+    K: int = option(2, "tasks per training sequence")
+    G: int = option(8, "trials per sequence (the group of the group-relative advantage)")
+    S: int = option(8, "sequences per RL step")
+    lr: float = option(1e-3, "RL learning rate")
+    warmstart_steps: int = option(600, "steps of the format warm start (0: none)")
+    warmstart_sequences: int = option(1000, "sequences the format warm start draws its examples from")
+    warmstart_documents: str = option("one", "the warm start's documents: 'one' rule, or 'several' (R >= 2)")
+    warmstart_reading: int = option(2, "reading examples per warm-start sequence")
+    warmstart_reading_first: int = option(0, "> 0: first this many steps of a reading-only warm start (notes of "
                                            "several rules, the item's clause as the target: "
                                            "benchmarks/reading_probe.py), its LoRA merged in; the format warm "
                                            "start follows")
-    warmstart_reading_rank: int = flag(16, "the LoRA rank of the reading-only warm start")
-    warmstart_lr: float = flag(3e-3, "the warm starts' learning rate")
-    warmstart_batch: int = flag(32, "the warm starts' batch size")
-    init: str = flag("", "a model folder (a whole model or a LoRA adapter, e.g. an arm's final/ from an earlier "
+    warmstart_reading_rank: int = option(16, "the LoRA rank of the reading-only warm start")
+    warmstart_lr: float = option(3e-3, "the warm starts' learning rate")
+    warmstart_batch: int = option(32, "the warm starts' batch size")
+    init: str = option("", "a model folder (a whole model or a LoRA adapter, e.g. an arm's final/ from an earlier "
                          "run) every arm starts from instead of the format warm start: a curriculum, such as R=2 "
                          "training from an arm trained at R=1")
-    max_new_tokens: int = flag(24, "token budget of every completion (training and evaluation)")
-    overlong_penalty: float = flag(0.0, "subtracted from a turn cut off at --max-new-tokens (skillrise-train's "
+    max_new_tokens: int = option(24, "token budget of every completion (training and evaluation)")
+    overlong_penalty: float = option(0.0, "subtracted from a turn cut off at --max-new-tokens (skillrise-train's "
                                         "flag)")
-    invalid_penalty: float = flag(0.5, "subtracted from a turn whose answer lacks its closed tags (skillrise-"
+    invalid_penalty: float = option(0.5, "subtracted from a turn whose answer lacks its closed tags (skillrise-"
                                        "train's flag); at or above the overlong penalty, an open tag is no "
                                        "cheaper than a cut (README, 'Training at K=5')")
-    rules: int = flag(1, "R: rules (kinds) per family of the probe")
-    bins: int = flag(3, "N: bins per family (chance is 1/N)")
-    novel: str = flag("none", "held-out answers: the test families' kinds/colours never seen in training "
+    rules: int = option(1, "R: rules (kinds) per family of the probe")
+    bins: int = option(3, "N: bins per family (chance is 1/N)")
+    novel: str = option("none", "held-out answers: the test families' kinds/colours never seen in training "
                               "(none, kinds, colours, both)")
-    feedback: str = flag("full", "'success': a wrong answer's feedback names only the wrong bin (rulebook.py)")
-    repeat_k: int = flag(0, "> 0: also evaluate in repeat mode (one task this many times; Pass@k)")
-    eval_K: list[int] = flag([1, 2, 4, 6], "sequence lengths of the held-out evaluation")
-    eval_sequences: int = flag(100, "held-out sequences per K and carry mode")
-    eval_temperature: float = flag(0.0, "sampling temperature of the evaluation (0: greedy)")
-    eval_carry: list[str] = flag(list(CARRY), "carry modes evaluated per policy")
-    seed: int = flag(0, "RL sampling, the training families drawn and the evaluation's sequences")
-    threads: int = flag(1, "torch threads")
-    dtype: str = flag("float32", "bfloat16: RL generates with a bf16 copy and autocasts its update; evaluation "
+    feedback: str = option("full", "'success': a wrong answer's feedback names only the wrong bin (rulebook.py)")
+    repeat_k: int = option(0, "> 0: also evaluate in repeat mode (one task this many times; Pass@k)")
+    eval_K: list[int] = option([1, 2, 4, 6], "sequence lengths of the held-out evaluation")
+    eval_sequences: int = option(100, "held-out sequences per K and carry mode")
+    eval_temperature: float = option(0.0, "sampling temperature of the evaluation (0: greedy)")
+    eval_carry: list[str] = option(list(CARRY), "carry modes evaluated per policy")
+    seed: int = option(0, "RL sampling, the training families drawn and the evaluation's sequences")
+    threads: int = option(1, "torch threads")
+    dtype: str = option("float32", "bfloat16: RL generates with a bf16 copy and autocasts its update; evaluation "
                                  "in bf16")
 
 
