@@ -79,7 +79,7 @@ def main(argv: list[str] | None = None) -> int:
 
     started = time.perf_counter()
     losses = warm_start(model, tokenizer, encode, examples, args.steps, batch_size=args.batch_size, lr=args.lr,
-                        seed=args.seed)
+                        seed=args.seed, progress=lambda line: print(line, flush=True))
     wall = time.perf_counter() - started
     model.eval()
     with torch.no_grad():

@@ -251,7 +251,7 @@ def reading_first(p: Preset, work: Path, log) -> str:
                                                  target_modules="all-linear", task_type="CAUSAL_LM"))
     losses = warm_start(model, tokenizer, lambda prompt, prefix: encode_chat(tokenizer, prompt, prefix, max_tokens=4096),
                         examples, p.warmstart_reading_first, batch_size=p.warmstart_batch, lr=p.warmstart_lr,
-                        seed=p.seed)
+                        seed=p.seed, progress=lambda line: log(f"[reading-first] {line}"))
     if p.lora:
         model = model.merge_and_unload()
     scratch = Path(str(out) + ".tmp")

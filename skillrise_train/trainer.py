@@ -256,8 +256,9 @@ class SkillRiseTrainer(GRPOAdapter):
                                        documents=c.warmstart_documents)
         finally:
             env.close()
+        say = (lambda line: print(line, flush=True)) if self.accelerator.is_main_process else None
         losses = warm_start(self.model, self.processing_class, self.encode_prompt, examples, c.warmstart_steps,
-                            batch_size=c.warmstart_batch, lr=c.warmstart_lr, seed=c.seed)
+                            batch_size=c.warmstart_batch, lr=c.warmstart_lr, seed=c.seed, progress=say)
         self.warmstart_losses = losses
         if self.rollout.algorithm.writes_skills:  # what it taught, on sequences it did not train on
             self.warmstart_check = self.check_warm_start()

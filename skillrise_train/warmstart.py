@@ -384,9 +384,13 @@ def warm_start(
     batch_size: int = 32,
     lr: float = 3e-3,
     seed: int = 0,
+    progress: Callable[[str], None] | None = None,
 ) -> list[float]:
     """Cross-entropy on the target tokens only (prompts encoded as the policy sees them), AdamW with a
-    short warm-up and cosine decay to a tenth of `lr`; returns the losses."""
+    short warm-up and cosine decay to a tenth of `lr`; returns the losses. `progress` (e.g. print) gets a
+    line about every tenth of the steps: step, mean loss since the last line, seconds per step, time left."""
+    import time
+
     import torch
 
     if steps <= 0 or not examples:
@@ -411,7 +415,9 @@ def warm_start(
     was_training = model.training
     model.train()
     losses = []
-    for _ in range(steps):
+    every = max(1, steps // 10)
+    started = time.perf_counter()
+    for step in range(steps):
         rows = [encoded[int(i)] for i in rng.integers(len(encoded), size=batch_size)]
         width = max(len(p) + len(t) for p, t in rows)
         ids = torch.full((len(rows), width), pad, dtype=torch.long)
@@ -430,5 +436,10 @@ def warm_start(
         optimizer.step()
         scheduler.step()
         losses.append(float(out.loss.detach()))
+        if progress is not None and ((step + 1) % every == 0 or step + 1 == steps):
+            spent = time.perf_counter() - started
+            recent = losses[-every:]
+            progress(f"warm start step {step + 1}/{steps}: loss {sum(recent) / len(recent):.3f}, "
+                     f"{spent / (step + 1):.1f} s/step, about {spent / (step + 1) * (steps - step - 1):.0f} s left")
     model.train(was_training)
     return losses

@@ -7,6 +7,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import re
 import shutil
 from collections import Counter
 from pathlib import Path
@@ -453,7 +454,10 @@ def test_a_warm_start_reports_what_it_taught(tmp_path, capsys, monkeypatch):
                  "--warmstart-steps", "3", "--warmstart-sequences", "4", "--warmstart-batch", "5",
                  "--output-dir", str(out), "--backend-options", '{"rules": 1, "bins": 3}']) == 0
     assert batches == [5]  # --warmstart-batch reaches the warm start
-    assert "warm start: follows a note" in capsys.readouterr().out
+    printed = capsys.readouterr().out
+    assert "warm start: follows a note" in printed
+    # a long warm start shows where it is: a line per tenth of its steps (here every step), the last one here
+    assert re.search(r"warm start step 3/3: loss \d+\.\d{3}, \d+\.\d s/step, about 0 s left", printed)
     report = json.loads((out / "warmstart.json").read_text())
     assert set(report) >= {"follow", "copy", "valid", "sequences", "steps"} and report["steps"] == 3
     assert 0.0 <= report["copy"] <= 1.0 and report["sequences"] == 40
