@@ -1,7 +1,7 @@
 """What the R=2 transfer probe's curated documents hold, by curate position, and whether curate completions
 close their tag or run to the token budget, from transfer_experiment work dirs (their turns.jsonl files).
 
-For each WORK dir (its SkillRise arm; the probe's R, N and held-out option are read from the arm's
+For each WORK dir (its SkillRise arm, or --arm; the probe's R, N and held-out option are read from the arm's
 config.json): at the held-out evaluation (carry skill, greedy, at its largest K), per curate position, the shares of `skillrise_gym.documents.document_stats` (every rule revealed so far, the
 latest, keeping alone, instance words); and the share of curate completions that hold the closing </skill>
 tag and that ran to the token budget (--budget, the runs' --max-new-tokens), at the evaluation and by block of
@@ -20,9 +20,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-EVALUATION = "eval-bench/skillrise/carry-skill/turns.jsonl"  # a work dir's held-out SkillRise turns
-TRAINING = "skillrise/turns.jsonl"  # and its training turns
-CONFIG = "skillrise/config.json"  # and its TrainConfig (backend_options: rules, bins, novel...)
+EVALUATION = "eval-bench/{arm}/carry-skill/turns.jsonl"  # a work dir's held-out turns of one arm
+TRAINING = "{arm}/turns.jsonl"  # and its training turns (none of them curate turns for grpo)
+CONFIG = "{arm}/config.json"  # and its TrainConfig (backend_options: rules, bins, novel...)
 
 
 def closed_and_cut(rows: list[dict], budget: int) -> dict[str, float]:
@@ -40,14 +40,14 @@ def repeats_a_clause(rows: list[dict]) -> float:
     return round(sum(len(set(d)) < len(d) for d in documents) / len(documents), 3) if documents else 0.0
 
 
-def summarise(work: Path, budget: int = 48) -> dict:
+def summarise(work: Path, budget: int = 48, arm: str = "skillrise") -> dict:
     from skillrise_gym.backends.rulebook import RulebookBackend
     from skillrise_gym.documents import document_stats
     from skillrise_gym.records import iter_jsonl
 
-    options = json.loads((work / CONFIG).read_text()).get("backend_options") or {}
+    options = json.loads((work / CONFIG.format(arm=arm)).read_text()).get("backend_options") or {}
     tasks = {t.id: t for t in RulebookBackend(**options).list_tasks("test")}
-    rows = list(iter_jsonl(work / EVALUATION))
+    rows = list(iter_jsonl(work / EVALUATION.format(arm=arm)))
     K = max(int(r["extra"]["K"]) for r in rows)
     rows = [r for r in rows if r["extra"]["K"] == K]
     by_position = []
@@ -59,13 +59,13 @@ def summarise(work: Path, budget: int = 48) -> dict:
                             "repeats_a_clause": repeats_a_clause([r for r in rows if r["role"] == "curate"
                                                                   and int(r["position"]) == position])})
     steps: dict[int, list[dict]] = {}
-    for row in iter_jsonl(work / TRAINING):
+    for row in iter_jsonl(work / TRAINING.format(arm=arm)):
         if row["role"] == "curate":
             steps.setdefault(int(row["extra"]["step"]), []).append(row)
     keys = sorted(steps)
     training = [{"steps": [keys[a], keys[min(a + 19, len(keys) - 1)]],
                  **closed_and_cut([r for k in keys[a:a + 20] for r in steps[k]], budget)} for a in range(0, len(keys), 20)]
-    return {"probe": {**options, "K": K}, "evaluation_by_curate_position": by_position,
+    return {"arm": arm, "probe": {**options, "K": K}, "evaluation_by_curate_position": by_position,
             "evaluation_curate": closed_and_cut([r for r in rows if r["role"] == "curate"], budget),
             "training_curate": training}
 
@@ -74,13 +74,16 @@ def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("work", nargs="+", help="transfer_experiment --work-dir folders")
     parser.add_argument("--budget", type=int, default=48, help="the runs' --max-new-tokens (what counts as a cut)")
+    parser.add_argument("--arm", default="skillrise", help="the trained arm whose documents are read (skillrise, "
+                        "own, none, grpo...: at the evaluation every arm curates with carry skill)")
     args = parser.parse_args(argv)
     for work in args.work:
         for needed in (EVALUATION, TRAINING, CONFIG):
-            if not (Path(work) / needed).is_file():
-                parser.error(f"{work} holds no {needed}: not a transfer_experiment work dir with a SkillRise arm")
+            if not (Path(work) / needed.format(arm=args.arm)).is_file():
+                parser.error(f"{work} holds no {needed.format(arm=args.arm)}: not a transfer_experiment work dir "
+                             f"with a trained {args.arm!r} arm")
     print(json.dumps({"what": __doc__.split("\n\n")[0].replace("\n", " "),
-                      "runs": {Path(w).name: summarise(Path(w), args.budget) for w in args.work}}, indent=1))
+                      "runs": {Path(w).name: summarise(Path(w), args.budget, args.arm) for w in args.work}}, indent=1))
     return 0
 
 

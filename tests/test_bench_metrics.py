@@ -443,14 +443,29 @@ def test_documents_by_position_reads_the_probe_and_the_evaluation_k_from_the_wor
     work = tmp_path / "work"
     (work / "eval-bench" / "skillrise" / "carry-skill").mkdir(parents=True)
     (work / "skillrise").mkdir()
-    (work / module.EVALUATION).write_text("".join(json.dumps(r) + "\n" for r in rows))
-    (work / module.TRAINING).write_text(json.dumps({**rows[1], "extra": {"step": 0}}) + "\n")
-    (work / module.CONFIG).write_text(json.dumps({"backend_options": {"rules": 1, "bins": 3}}))
+    (work / module.EVALUATION.format(arm="skillrise")).write_text("".join(json.dumps(r) + "\n" for r in rows))
+    (work / module.TRAINING.format(arm="skillrise")).write_text(json.dumps({**rows[1], "extra": {"step": 0}}) + "\n")
+    (work / module.CONFIG.format(arm="skillrise")).write_text(json.dumps({"backend_options": {"rules": 1, "bins": 3}}))
     summary = module.summarise(work)
     assert summary["probe"] == {"rules": 1, "bins": 3, "K": 3}
     first, _second = summary["evaluation_by_curate_position"]
     assert first["states_all"] == 1.0 and first["instance_words"] == 0.0
     assert summary["evaluation_curate"] == {"closed": 1.0, "cut": 0.0}
+    # --arm grpo: a control that trains solve turns only (no curate turn among its training turns) still has
+    # its held-out documents read; an arm the work dir lacks is a one-line error
+    (work / "eval-bench" / "grpo" / "carry-skill").mkdir(parents=True)
+    (work / "grpo").mkdir()
+    bare = [{**r, "action": "items go in a bin", "response": "<skill>items go in a bin</skill>"}
+            if r["role"] == "curate" else r for r in rows]
+    (work / module.EVALUATION.format(arm="grpo")).write_text("".join(json.dumps(r) + "\n" for r in bare))
+    (work / module.TRAINING.format(arm="grpo")).write_text(json.dumps({**rows[0], "extra": {"step": 0}}) + "\n")
+    (work / module.CONFIG.format(arm="grpo")).write_text(json.dumps({"backend_options": {"rules": 1, "bins": 3}}))
+    grpo = module.summarise(work, arm="grpo")
+    assert grpo["arm"] == "grpo" and grpo["training_curate"] == []
+    assert grpo["evaluation_by_curate_position"][0]["states_all"] == 0.0
+    with pytest.raises(SystemExit) as exited:
+        module.main([str(work), "--arm", "none"])
+    assert exited.value.code == 2
 
 
 def test_paired_positions_differences_two_rows_on_their_common_sequences_and_refuses_bad_input(tmp_path, capsys):
