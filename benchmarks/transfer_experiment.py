@@ -27,6 +27,7 @@ none, reflect), on the same pinned sequences. Outputs (benchmarks/results/):
     python benchmarks/transfer_experiment.py --scale          # a GPU preset (SmolLM2 with LoRA, more steps)
     python benchmarks/transfer_experiment.py --arms skillrise grpo --steps 50 --eval-sequences 40
     python benchmarks/transfer_experiment.py --rules 2 --bins 4 --init runs/r1/skillrise/final ...  # a curriculum
+    python benchmarks/transfer_experiment.py --warmstart-only --work-dir runs/ws ...  # the warm start alone
     python benchmarks/transfer_experiment.py --arms skillrise lamer --feedback success --bins 4 --K 3 \
         --repeat-k 3 --eval-K 3 --work-dir runs/lamer --results-dir benchmarks/results/lamer   # vs LaMer
 
@@ -705,6 +706,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--scale", action="store_true", help="the GPU preset (SmolLM2 + LoRA, K=3, more steps)")
     parser.add_argument("--arms", nargs="+", default=DEFAULT_ARMS, choices=list(ARMS))
     parser.add_argument("--no-untrained", action="store_true", help="skip evaluating the untrained policy")
+    parser.add_argument("--warmstart-only", action="store_true",
+                        help="build the warm start (WORK_DIR/reading-first/, WORK_DIR/untrained/) and stop: no arm, "
+                             "no evaluation, no results; later runs link or reuse it")
     parser.add_argument("--work-dir", default="runs/transfer")
     parser.add_argument("--fresh", action="store_true", help="retrain and re-evaluate every arm")
     parser.add_argument("--extend", action="store_true",
@@ -744,6 +748,10 @@ def main(argv: list[str] | None = None) -> int:
             parser.error(f"--init {p.init!r} is not a model folder (config.json) nor a LoRA adapter folder")
         if any(ARMS[arm]["algo"] == "lamer" for arm in args.arms):
             parser.error("--init does not apply to the lamer arm (it starts from its own reflection warm start)")
+        if args.warmstart_only:
+            parser.error("--warmstart-only builds the format warm start, which --init replaces: give one of them")
+    if args.warmstart_only and not (p.warmstart_steps or p.warmstart_reading_first):
+        parser.error("--warmstart-only with --warmstart-steps 0 and no --warmstart-reading-first: nothing to build")
     from skillrise_train.config import TrainConfig
 
     try:  # the penalties as skillrise-train checks them, before anything runs
@@ -754,7 +762,6 @@ def main(argv: list[str] | None = None) -> int:
     if args.fresh and work.exists():
         shutil.rmtree(work)
     work.mkdir(parents=True, exist_ok=True)
-    RESULTS.mkdir(parents=True, exist_ok=True)
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
@@ -763,6 +770,17 @@ def main(argv: list[str] | None = None) -> int:
 
     started = time.perf_counter()
     seeds = list(dict.fromkeys(args.seeds or [p.seed]))
+    if args.warmstart_only:
+        for seed in seeds:
+            folder = work / f"seed{seed}" if len(seeds) > 1 else work
+            folder.mkdir(parents=True, exist_ok=True)
+            ps = replace(p, seed=seed)
+            if ps.model == "tiny" and (ps.tiny_width, ps.tiny_layers) != (64, 2):  # as run_seed sizes it
+                ps = replace(ps, model=sized_tiny_model(ps, work, log))
+            log(f"warm start ready: {untrained(ps, folder, log)}")
+        log(f"done in {time.perf_counter() - started:.0f} s (--warmstart-only: no arm trained, no results written)")
+        return 0
+    RESULTS.mkdir(parents=True, exist_ok=True)
     runs = {}
     for seed in seeds:
         ps = replace(p, seed=seed)

@@ -390,6 +390,39 @@ def test_transfer_experiment_starts_every_arm_from_init_and_refuses_a_bad_one(tm
     assert not (tmp_path / "w").exists()  # refused before the work dir was made
 
 
+def test_transfer_experiment_warmstart_only_builds_the_warm_start_and_stops(tmp_path, monkeypatch, capsys):
+    """--warmstart-only builds the warm start per seed in the work dir (each seed's folder with --seeds) and
+    stops: no arm, no evaluation, no results folder. With --init, or with nothing to build, it is a one-line
+    error (exit 2)."""
+    module = _benchmark_module("transfer_experiment", "transfer_experiment_warmstart_only", monkeypatch)
+    built = []
+    monkeypatch.setattr(module, "untrained", lambda p, work, log: built.append((p.seed, work)) or str(work / "untrained"))
+
+    def nothing_else(*_args, **_kwargs):
+        raise AssertionError("--warmstart-only trained or evaluated something")
+
+    monkeypatch.setattr(module, "train_arm", nothing_else)
+    monkeypatch.setattr(module, "evaluate", nothing_else)
+    work, results = tmp_path / "w", tmp_path / "res"
+    assert module.main(["--warmstart-only", "--work-dir", str(work), "--results-dir", str(results)]) == 0
+    assert built == [(0, work)] and not results.exists()
+    assert "no arm trained, no results written" in capsys.readouterr().out
+    built.clear()
+    assert module.main(["--warmstart-only", "--seeds", "0", "1", "--work-dir", str(work),
+                        "--results-dir", str(results)]) == 0
+    assert built == [(0, work / "seed0"), (1, work / "seed1")] and not results.exists()
+    init = tmp_path / "final"
+    init.mkdir()
+    (init / "config.json").write_text("{}")
+    for argv, message in ((["--init", str(init)], "which --init replaces"),
+                          (["--warmstart-steps", "0"], "nothing to build")):
+        with pytest.raises(SystemExit) as exited:
+            module.main(["--warmstart-only", *argv, "--work-dir", str(tmp_path / "w2")])
+        assert exited.value.code == 2
+        assert message in capsys.readouterr().err
+    assert not (tmp_path / "w2").exists()
+
+
 def test_transfer_experiment_help_explains_every_preset_flag(capsys, monkeypatch):
     """Every Preset field has a help text, shown by --help with its CPU default (and the GPU preset's where it
     differs); a flag left out keeps the preset's value."""
