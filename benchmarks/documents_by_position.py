@@ -25,6 +25,13 @@ TRAINING = "{arm}/turns.jsonl"  # and its training turns (none of them curate tu
 CONFIG = "{arm}/config.json"  # and its TrainConfig (backend_options: rules, bins, novel...)
 
 
+def evaluation(work: Path, arm: str) -> Path:
+    """The arm's held-out turns with carry skill: in carry-skill/, or in the arm's folder itself when carry
+    skill was its only carry mode (`--eval-carry skill`)."""
+    nested = work / EVALUATION.format(arm=arm)
+    return nested if nested.is_file() else work / "eval-bench" / arm / "turns.jsonl"
+
+
 def closed_and_cut(rows: list[dict], budget: int) -> dict[str, float]:
     return {"closed": round(sum("</skill>" in (r.get("response") or "") for r in rows) / len(rows), 3),
             "cut": round(sum((r.get("completion_tokens") or 0) >= budget for r in rows) / len(rows), 3)}
@@ -47,7 +54,7 @@ def summarise(work: Path, budget: int = 48, arm: str = "skillrise") -> dict:
 
     options = json.loads((work / CONFIG.format(arm=arm)).read_text()).get("backend_options") or {}
     tasks = {t.id: t for t in RulebookBackend(**options).list_tasks("test")}
-    rows = list(iter_jsonl(work / EVALUATION.format(arm=arm)))
+    rows = list(iter_jsonl(evaluation(work, arm)))
     K = max(int(r["extra"]["K"]) for r in rows)
     rows = [r for r in rows if r["extra"]["K"] == K]
     by_position = []
@@ -79,7 +86,8 @@ def main(argv: list[str]) -> int:
     args = parser.parse_args(argv)
     for work in args.work:
         for needed in (EVALUATION, TRAINING, CONFIG):
-            if not (Path(work) / needed.format(arm=args.arm)).is_file():
+            path = evaluation(Path(work), args.arm) if needed == EVALUATION else Path(work) / needed.format(arm=args.arm)
+            if not path.is_file():
                 parser.error(f"{work} holds no {needed.format(arm=args.arm)}: not a transfer_experiment work dir "
                              f"with a trained {args.arm!r} arm")
     print(json.dumps({"what": __doc__.split("\n\n")[0].replace("\n", " "),

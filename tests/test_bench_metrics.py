@@ -499,6 +499,10 @@ def test_documents_by_position_reads_the_probe_and_the_evaluation_k_from_the_wor
     with pytest.raises(SystemExit) as exited:
         module.main([str(work), "--arm", "none"])
     assert exited.value.code == 2
+    # evaluated with carry skill alone (`--eval-carry skill`), the arm's turns sit in its own folder
+    flat = work / "eval-bench" / "grpo" / "turns.jsonl"
+    (work / module.EVALUATION.format(arm="grpo")).rename(flat)
+    assert module.summarise(work, arm="grpo")["evaluation_by_curate_position"] == grpo["evaluation_by_curate_position"]
 
 
 def test_paired_positions_differences_two_rows_on_their_common_sequences_and_refuses_bad_input(tmp_path, capsys):
