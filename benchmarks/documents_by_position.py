@@ -25,11 +25,13 @@ TRAINING = "{arm}/turns.jsonl"  # and its training turns (none of them curate tu
 CONFIG = "{arm}/config.json"  # and its TrainConfig (backend_options: rules, bins, novel...)
 
 
-def evaluation(work: Path, arm: str) -> Path:
-    """The arm's held-out turns with carry skill: in carry-skill/, or in the arm's folder itself when carry
-    skill was its only carry mode (`--eval-carry skill`)."""
-    nested = work / EVALUATION.format(arm=arm)
-    return nested if nested.is_file() else work / "eval-bench" / arm / "turns.jsonl"
+def paths(work: Path, arm: str) -> tuple[Path, Path, Path]:
+    """The arm's held-out turns with carry skill (in the arm's folder itself when carry skill was its only
+    carry mode, `--eval-carry skill`), its training turns and its TrainConfig."""
+    from skillrise_gym.bench.store import carry_run_dir
+
+    return (carry_run_dir(work / "eval-bench" / arm, "skill") / "turns.jsonl", work / TRAINING.format(arm=arm),
+            work / CONFIG.format(arm=arm))
 
 
 def closed_and_cut(rows: list[dict], budget: int) -> dict[str, float]:
@@ -52,9 +54,10 @@ def summarise(work: Path, budget: int = 48, arm: str = "skillrise") -> dict:
     from skillrise_gym.documents import document_stats
     from skillrise_gym.records import iter_jsonl
 
-    options = json.loads((work / CONFIG.format(arm=arm)).read_text()).get("backend_options") or {}
+    held_out, trained, config = paths(work, arm)
+    options = json.loads(config.read_text()).get("backend_options") or {}
     tasks = {t.id: t for t in RulebookBackend(**options).list_tasks("test")}
-    rows = list(iter_jsonl(evaluation(work, arm)))
+    rows = list(iter_jsonl(held_out))
     K = max(int(r["extra"]["K"]) for r in rows)
     rows = [r for r in rows if r["extra"]["K"] == K]
     by_position = []
@@ -66,7 +69,7 @@ def summarise(work: Path, budget: int = 48, arm: str = "skillrise") -> dict:
                             "repeats_a_clause": repeats_a_clause([r for r in rows if r["role"] == "curate"
                                                                   and int(r["position"]) == position])})
     steps: dict[int, list[dict]] = {}
-    for row in iter_jsonl(work / TRAINING.format(arm=arm)):
+    for row in iter_jsonl(trained):
         if row["role"] == "curate":
             steps.setdefault(int(row["extra"]["step"]), []).append(row)
     keys = sorted(steps)
@@ -85,10 +88,9 @@ def main(argv: list[str]) -> int:
                         "own, none, grpo...: at the evaluation every arm curates with carry skill)")
     args = parser.parse_args(argv)
     for work in args.work:
-        for needed in (EVALUATION, TRAINING, CONFIG):
-            path = evaluation(Path(work), args.arm) if needed == EVALUATION else Path(work) / needed.format(arm=args.arm)
+        for path in paths(Path(work), args.arm):
             if not path.is_file():
-                parser.error(f"{work} holds no {needed.format(arm=args.arm)}: not a transfer_experiment work dir "
+                parser.error(f"{work} holds no {path.relative_to(work)}: not a transfer_experiment work dir "
                              f"with a trained {args.arm!r} arm")
     print(json.dumps({"what": __doc__.split("\n\n")[0].replace("\n", " "),
                       "runs": {Path(w).name: summarise(Path(w), args.budget, args.arm) for w in args.work}}, indent=1))

@@ -32,8 +32,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 def results_path(work: Path, name: str) -> Path:
     """A row's held-out results (carry skill): policies have carry-* folders, scripted rows one folder."""
-    folder = work / "eval-bench" / name
-    return folder / "carry-skill" / "results.jsonl" if (folder / "carry-skill").is_dir() else folder / "results.jsonl"
+    from skillrise_gym.bench.store import carry_run_dir
+
+    return carry_run_dir(work / "eval-bench" / name, "skill") / "results.jsonl"
 
 
 def per_sequence(path: Path, K: int, start: int) -> dict[str, float]:

@@ -392,6 +392,8 @@ def evaluate(name: str, model_dir: str | None, p: Preset, work: Path, log, agent
              carry: tuple[str, ...] | None = None, repeat_agent: Any = None) -> dict[str, Any]:
     """Held-out families, every K and carry mode, through the bench runner with the hf agent (or `agent`);
     with what the curated documents hold (carry skill: `skillrise_gym.documents`)."""
+    from skillrise_gym.bench.store import carry_run_dir
+
     carry = tuple(p.eval_carry) if carry is None else carry
     out = work / "eval-bench" / name
     log(f"[{name}] evaluating on held-out families: K={p.eval_K}, carry={list(carry)}, "
@@ -405,7 +407,7 @@ def evaluate(name: str, model_dir: str | None, p: Preset, work: Path, log, agent
             for b in per_mode["blocks"] if b["sequences"]
         }
     result = {"model_dir": model_dir, "bench_dir": str(out), "by_carry": table,
-              "documents": held_documents(out / "carry-skill" / "turns.jsonl" if len(carry) > 1 else out / "turns.jsonl", p)}
+              "documents": held_documents(carry_run_dir(out, "skill") / "turns.jsonl", p)}
     if model_dir is not None and p.rules > 1:
         result["reading"] = reading_check(name, model_dir, p, work, log)
     if p.repeat_k:

@@ -502,6 +502,7 @@ def test_documents_by_position_reads_the_probe_and_the_evaluation_k_from_the_wor
     # evaluated with carry skill alone (`--eval-carry skill`), the arm's turns sit in its own folder
     flat = work / "eval-bench" / "grpo" / "turns.jsonl"
     (work / module.EVALUATION.format(arm="grpo")).rename(flat)
+    (work / "eval-bench" / "grpo" / "carry-skill").rmdir()  # such a run has no carry-skill/ folder
     assert module.summarise(work, arm="grpo")["evaluation_by_curate_position"] == grpo["evaluation_by_curate_position"]
 
 

@@ -74,6 +74,14 @@ def carry_dir_name(carry: str) -> str:
     return f"carry-{carry}"
 
 
+def carry_run_dir(out: str | os.PathLike, carry: str) -> Path:
+    """The folder holding carry mode `carry`'s run in a bench output `out`: its carry-<mode>/ folder when `out`
+    ran several carry modes, else `out` itself (one carry mode, or a scripted row)."""
+    out = Path(out)
+    member = out / carry_dir_name(carry)
+    return member if member.is_dir() else out
+
+
 def is_carry_set(out: str | os.PathLike) -> bool:
     """Whether `out` is a several-carry-modes run directory (it holds carry.json)."""
     return (Path(out).expanduser() / CARRY_MANIFEST).exists()
