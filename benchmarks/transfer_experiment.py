@@ -615,6 +615,14 @@ def _save(fig: Any, path: Path) -> str:
 
 
 # ------------------------------------------------------------------------------------------ seeds
+def sized(p: Preset, shared: Path, log) -> Preset:
+    """`p` with a tiny model of another size than the embedded one (--tiny-width/--tiny-layers) built in
+    `shared` and named as its model; `p` itself otherwise."""
+    if p.model == "tiny" and (p.tiny_width, p.tiny_layers) != (64, 2):
+        return replace(p, model=sized_tiny_model(p, shared, log))
+    return p
+
+
 def sized_tiny_model(p: Preset, work: Path, log) -> str:
     """The tiny model's recipe at `p.tiny_width` x `p.tiny_layers`, built once into `work` (offline)."""
     from skillrise_gym.models import build_tiny_model, is_model_folder
@@ -631,8 +639,7 @@ def run_seed(p: Preset, work: Path, args: Any, log, shared: Path) -> dict[str, A
     (a sized tiny model) goes in `shared`."""
     work.mkdir(parents=True, exist_ok=True)
     report: dict[str, Any] = {"preset": asdict(p), "arms": {}, "evaluations": {}, "ceilings": ceilings(p)}
-    if p.model == "tiny" and (p.tiny_width, p.tiny_layers) != (64, 2):
-        p = replace(p, model=sized_tiny_model(p, shared, log))
+    p = sized(p, shared, log)
     start = p.init or untrained(p, work, log)
     for keep, name in ((False, "latest-rule-only"), (True, "perfect-curator")):  # reference rows, no model
         report["evaluations"][name] = evaluate(name, None, p, work, log, agent=ScriptedCurator(keep), carry=("skill",),
@@ -772,21 +779,17 @@ def main(argv: list[str] | None = None) -> int:
 
     started = time.perf_counter()
     seeds = list(dict.fromkeys(args.seeds or [p.seed]))
+    folders = {seed: work / f"seed{seed}" if len(seeds) > 1 else work for seed in seeds}
     if args.warmstart_only:
-        for seed in seeds:
-            folder = work / f"seed{seed}" if len(seeds) > 1 else work
+        for seed, folder in folders.items():
             folder.mkdir(parents=True, exist_ok=True)
-            ps = replace(p, seed=seed)
-            if ps.model == "tiny" and (ps.tiny_width, ps.tiny_layers) != (64, 2):  # as run_seed sizes it
-                ps = replace(ps, model=sized_tiny_model(ps, work, log))
-            log(f"warm start ready: {untrained(ps, folder, log)}")
+            log(f"warm start ready: {untrained(sized(replace(p, seed=seed), work, log), folder, log)}")
         log(f"done in {time.perf_counter() - started:.0f} s (--warmstart-only: no arm trained, no results written)")
         return 0
     RESULTS.mkdir(parents=True, exist_ok=True)
     runs = {}
-    for seed in seeds:
-        ps = replace(p, seed=seed)
-        runs[seed] = run_seed(ps, work / f"seed{seed}" if len(seeds) > 1 else work, args, log, shared=work)
+    for seed, folder in folders.items():
+        runs[seed] = run_seed(replace(p, seed=seed), folder, args, log, shared=work)
     report = runs[seeds[0]] if len(seeds) == 1 else combine(runs, p)
     report["wall_seconds"] = round(time.perf_counter() - started, 1)
     report["machine"] = {"cpus": os.cpu_count()}
