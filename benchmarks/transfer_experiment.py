@@ -57,6 +57,7 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
+from skillrise_train.algorithms import algorithm  # noqa: E402
 from skillrise_train.config import option  # noqa: E402  (a field and its --flag's help, as TrainConfig's)
 
 RESULTS = ROOT / "benchmarks" / "results"
@@ -195,13 +196,14 @@ def train_arm(arm: str, start: str, p: Preset, work: Path, log, extend: bool = F
 def untrained(p: Preset, work: Path, log, algo: str = "skillrise") -> str:
     """The format warm start alone, saved as a model folder: the 'untrained' policy (no RL step) and the
     starting point of every arm (so arms differ only in their RL credit). Without a warm start: the model.
-    `algo` "lamer": the warm start on LaMer's episodes (reflections), in untrained-lamer/."""
+    An `algo` that writes reflections (lamer): the warm start on its episodes, in untrained-<algo>/."""
     from skillrise_gym.models import is_model_folder
     from skillrise_train.config import TrainConfig
     from skillrise_train.trainer import save_warm_started
 
-    out = work / ("untrained" if algo != "lamer" else "untrained-lamer")
-    if p.warmstart_reading_first and algo != "lamer":
+    reflects = algorithm(algo).reflects
+    out = work / (f"untrained-{algo}" if reflects else "untrained")
+    if p.warmstart_reading_first and not reflects:
         p = replace(p, model=reading_first(p, work, log))
     if not p.warmstart_steps:
         return p.model
@@ -648,10 +650,11 @@ def run_seed(p: Preset, work: Path, args: Any, log, shared: Path) -> dict[str, A
         name = "init" if p.init else "untrained"
         report["evaluations"][name] = evaluate(name, start, p, work, log)
     for arm in args.arms:
-        arm_start = untrained(p, work, log, algo="lamer") if ARMS[arm]["algo"] == "lamer" else start
-        if arm_start != start and not args.no_untrained and "untrained-lamer" not in report["evaluations"]:
-            report["evaluations"]["untrained-lamer"] = evaluate("untrained-lamer", arm_start, p, work, log,
-                                                                carry=("reflect",))
+        algo = algorithm(ARMS[arm]["algo"])  # one that writes reflections starts from its own warm start
+        arm_start = untrained(p, work, log, algo=algo.name) if algo.reflects else start
+        own = f"untrained-{algo.name}"
+        if arm_start != start and not args.no_untrained and own not in report["evaluations"]:
+            report["evaluations"][own] = evaluate(own, arm_start, p, work, log, carry=("reflect",))
         report["arms"][arm] = train_arm(arm, arm_start, p, work, log, extend=args.extend)
         report["evaluations"][arm] = evaluate(arm, str(work / arm / "final"), p, work, log)
     return report
@@ -755,7 +758,7 @@ def main(argv: list[str] | None = None) -> int:
 
         if not is_model_folder(p.init):
             parser.error(f"--init {p.init!r} is not a model folder (config.json) nor a LoRA adapter folder")
-        if any(ARMS[arm]["algo"] == "lamer" for arm in args.arms):
+        if any(algorithm(ARMS[arm]["algo"]).reflects for arm in args.arms):
             parser.error("--init does not apply to the lamer arm (it starts from its own reflection warm start)")
         if args.warmstart_only:
             parser.error("--warmstart-only builds the format warm start, which --init replaces: give one of them")
@@ -763,8 +766,9 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--warmstart-only with --warmstart-steps 0 and no --warmstart-reading-first: nothing to build")
     from skillrise_train.config import TrainConfig
 
-    try:  # the penalties as skillrise-train checks them, before anything runs
-        TrainConfig(invalid_penalty=p.invalid_penalty, overlong_penalty=p.overlong_penalty)
+    try:  # the penalties (and the arms' G) as skillrise-train checks them, before anything runs
+        TrainConfig(invalid_penalty=p.invalid_penalty, overlong_penalty=p.overlong_penalty,
+                    **({} if args.warmstart_only else {"G": p.G}))
     except ValueError as exc:
         parser.error(str(exc))
     work = Path(args.work_dir)

@@ -20,7 +20,9 @@ Vocabulary:
 3. Advantage of a turn:
      mean_norm:      return - mean_key
      mean_std_norm:  (return - mean_key) / (std_key + eps)      (std unbiased, as torch.std)
-   minus `invalid_penalty` when the turn's output lacked its <action>/<skill> tags.
+   minus `invalid_penalty` when the turn's output lacked its <action>/<skill> tags. (`--overlong-penalty`,
+   for a turn cut off at --max-new-tokens, is subtracted after this, for every algorithm alike, by
+   `algorithms.Algorithm.credit`.)
 
 GiGPO (`gigpo_advantages`, the baseline of Feng et al. 2025, "Group-in-Group Policy Optimization"; its
 public implementation is verl-agent's `gigpo` estimator), over the same single-task episodes as GRPO:

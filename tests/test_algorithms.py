@@ -65,3 +65,53 @@ def test_no_module_compares_the_algorithm_name_outside_the_registry():
                     if "algo" in names:
                         offenders.append(f"{path.relative_to(ROOT)}:{node.lineno}")
     assert not offenders, offenders
+
+
+def test_the_base_is_abstract_and_every_algorithm_is_a_subclass():
+    from skillrise_train.algorithms import Algorithm, SkillRise
+
+    with pytest.raises(TypeError, match="abstract"):
+        Algorithm()  # type: ignore[abstract]
+    assert type(algorithm("skillrise")) is SkillRise
+    assert all(isinstance(a, Algorithm) for a in ALGORITHMS.values())
+    assert [a.name for a in ALGORITHMS.values() if a.writes_skills] == ["skillrise"]
+    assert [a.name for a in ALGORITHMS.values() if a.reflects] == ["lamer"]
+
+
+def _result_with_a_cut_turn():
+    """Two trials of one group, one solve turn each at task 0; trial a solved it, trial b's turn was cut off."""
+    from skillrise_gym.records import Turn
+    from skillrise_train.samples import RolloutResult, TrialPlan, TurnSample
+
+    sequence = sequences(1, 1)[0]
+    samples = [TurnSample(Turn(role="solve", position=0, sequence_id="q0", trial_id=trial, task_id="q0t0",
+                               family="f0", benchmark="toy", prompt="p", response="r", action="a", format_valid=True,
+                               reward=float(trial == "a"), success=trial == "a", score=0.0, step_index=0,
+                               extra={"group_id": "g", "completion_cut": trial == "b"}), [], [])
+               for trial in ("a", "b")]
+    plans = [TrialPlan(trial, "g", sequence, ["q0t0"]) for trial in ("a", "b")]
+    return RolloutResult(samples=samples, task_rewards={"a": [10.0], "b": [0.0]},
+                         success={"a": [True], "b": [False]}, plans=plans)
+
+
+@pytest.mark.parametrize("name", ALGOS)
+def test_every_algorithms_credit_subtracts_the_overlong_penalty_from_cut_turns_only(name):
+    result = _result_with_a_cut_turn()
+    plain = algorithm(name).credit(result, TrainConfig(env="toy", algo=name))
+    penalised = algorithm(name).credit(result, TrainConfig(env="toy", algo=name, overlong_penalty=1.5))
+    assert list(penalised[0]) == list(plain[0])  # returns unchanged
+    assert list(penalised[1]) == [plain[1][0], plain[1][1] - 1.5]
+    assert list(plain[1]) == list(algorithm(name).credit_rule(result, TrainConfig(env="toy", algo=name))[1])
+
+
+@pytest.mark.parametrize("name", ALGOS)
+def test_a_group_of_one_is_refused_for_every_algorithm(name, capsys):
+    from skillrise_train.cli import main
+
+    assert main(["--env", "toy", "--algo", name, "--G", "1"]) == 2
+    assert ("--G must be at least 2: group-relative advantages of a group of one are zero, so no turn would be "
+            "trained; use --G 2 or more") in capsys.readouterr().err
+    with pytest.raises(ValueError, match="--G must be at least 2"):
+        TrainConfig(env="toy", algo=name, G=1)
+    with pytest.raises(ValueError, match="G must be at least 1, got 0"):  # below one: the generic refusal
+        TrainConfig(env="toy", algo=name, G=0)

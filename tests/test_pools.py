@@ -1,6 +1,5 @@
 """The `skillrise_gym.pools` package: its modules import one another without a cycle, `PoolConfig` checks the
-settings as `check_settings` does, `make_pool` picks the pool the config describes, and the former modules
-(`skillrise_gym.vector`, `skillrise_gym.ray_pool`) still give the same names."""
+settings as `check_settings` does, `make_pool` picks the pool the config describes."""
 
 from __future__ import annotations
 
@@ -18,7 +17,7 @@ from skillrise_gym.pools.ray import check_settings
 
 PACKAGE = Path(pools.__file__).parent
 MODULES = ["skillrise_gym.pools", "skillrise_gym.pools.base", "skillrise_gym.pools.process",
-           "skillrise_gym.pools.ray", "skillrise_gym.vector", "skillrise_gym.ray_pool"]
+           "skillrise_gym.pools.ray"]
 
 
 def _imports(path: Path) -> set[str]:
@@ -37,12 +36,11 @@ def _imports(path: Path) -> set[str]:
 
 def test_the_pool_modules_form_a_dag():
     """Each submodule imports only modules below it (base <- process, ray <- the package), never the package
-    itself (that would run its __init__, which imports them) nor the old modules."""
+    itself (that would run its __init__, which imports them)."""
     graph = {f"skillrise_gym.pools.{p.stem}": _imports(p) for p in PACKAGE.glob("*.py") if p.stem != "__init__"}
     assert set(graph) == {"skillrise_gym.pools.base", "skillrise_gym.pools.process", "skillrise_gym.pools.ray"}
     for module, imported in graph.items():
         assert "skillrise_gym.pools" not in imported, module
-        assert not imported & {"skillrise_gym.vector", "skillrise_gym.ray_pool"}, module
     assert not {m for m in graph["skillrise_gym.pools.base"] if m.startswith("skillrise_gym.pools")}
     assert {m for m in graph["skillrise_gym.pools.process"] if m.startswith("skillrise_gym.pools")} == {
         "skillrise_gym.pools.base"}
@@ -104,21 +102,3 @@ def test_both_pools_are_base_pools_and_a_failed_constructor_leaves_a_closed_pool
     pool.close()  # nothing started: nothing to do
     error = WorkerError("lost", [2], {0: ("ok", 1)})
     assert error.indices == [2] and pools.unpack(error.replies) == {0: 1}
-
-
-def test_the_former_modules_give_the_same_names():
-    import skillrise_gym.ray_pool as ray_pool
-    import skillrise_gym.vector as vector
-    from skillrise_gym.pools import ray as ray_module
-
-    for name in ("EnvPool", "WorkerError", "env_fn", "EnvFn", "PoolConfig", "BaseEnvPool", "unpack"):
-        assert getattr(vector, name) is getattr(pools, name), name
-    for name in ray_pool.__all__:
-        assert getattr(ray_pool, name) is getattr(ray_module, name), name
-    fns = [env_fn("toy", K=1)] * 2
-    with vector.make_pool(fns, workers=1, timeout=4.0) as pool:  # the keyword form of before
-        assert type(pool) is EnvPool and pool.workers == 1 and pool.timeout == 4.0
-    with vector.make_pool(fns, PoolConfig(workers=1)) as pool:
-        assert type(pool) is EnvPool and pool.workers == 1 and pool.timeout is None
-    with pytest.raises(ValueError, match="need --ray-address"):
-        vector.make_pool(fns, ray_memory=1e9)

@@ -10,8 +10,7 @@
 Modules: `base` (`BaseEnvPool`, the interface every pool has, and `WorkerError`), `process` (`EnvPool`:
 worker processes, or this process with ``workers=0``; `env_fn`), `ray` (`RayEnvPool`: one Ray actor per env,
 and connecting to Ray). `make_pool` picks the pool a `PoolConfig` describes: the bench and the trainer build
-their pools here, so both take the same choice the same way. (`skillrise_gym.vector` and
-`skillrise_gym.ray_pool` are the former homes of these names, kept as aliases.)
+their pools here, so both take the same choice the same way.
 """
 
 from __future__ import annotations
