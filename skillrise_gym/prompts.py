@@ -15,9 +15,11 @@ reaches the tags). Backends pick their default (`Backend.prompt_style`); the env
 can override it.
 
 Answer prefix (`answer_prefix`): compact prompts come with the opening tag of the answer, which agents that
-can prefill the assistant's reply (the hf agent and the trainer) put after the chat template's assistant
-header; the answer is that prefix plus the model's completion. Agents that cannot prefill (API endpoints)
-ignore it and write the tags themselves. Full prompts have no prefix.
+can prefill the assistant's reply (the hf agent, the trainer, the openai agent with ``prefill="continue"``)
+put after the chat template's assistant header; the answer is that prefix plus the model's completion.
+`needs_prefill(style)` says whether a style has one: a model that cannot prefill starts a fresh reply
+without the tag, so the bench refuses such agents on those prompts (`agents.base.check_prefill`). Scripted
+agents write whole tagged answers. Full prompts have no prefix.
 
 Carry modes: ``skill`` (the document above), ``none`` (an always-empty document, no curate turn) and
 ``reflect`` (the reference's LaMer-style baseline, spec section 2.7): after each task a REFLECT prompt asks
@@ -476,6 +478,13 @@ def answer_prefix(role: str, style: str, carry: str = "skill") -> str:
     if role == "solve":
         return f"<{ACTION_TAG}>"
     return f"<{REFLECTION_TAG}>" if carry == "reflect" else f"<{SKILL_TAG}>"
+
+
+def needs_prefill(style: str) -> bool:
+    """Whether prompts of `style` expect the answer to start prefilled with `answer_prefix` (compact: the opening
+    tag of every SOLVE, CURATE and REFLECT answer); an agent that cannot prefill (`agents.base.check_prefill`)
+    would answer them without the tag."""
+    return any(answer_prefix(role, style, carry) for role in ROLES for carry in CARRY_MODES)
 
 
 def _outcome(success: bool) -> str:

@@ -6,7 +6,11 @@ empty content, 401) or made permanent, and the server can hold requests after th
 client mid-run). Hostile replies, for the reliability tests: "drip" (headers, then one byte every `drip_s`
 seconds), "deep" (a 200 body of `deep_bytes` "["), "huge" (a valid completion whose content is `huge_bytes`
 long), "bomb" (a gzip body that expands to `bomb_bytes`), "echo" (an HTTP 400 or, as "echo200", a 200
-malformed body that echoes the request's Authorization header and URL). Every wait is bounded. The fixtures `chat_server` and `server` (conftest) start one.
+malformed body that echoes the request's Authorization header and URL). Every wait is bounded.
+Prefill as vLLM does it: with ``continue_final_message`` (and ``add_generation_prompt`` false: both true is
+vLLM's HTTP 400) a final assistant message is continued, and the reply's content is the continuation only
+(with `echo_prefix`, the prefix and the continuation, as vLLM's ``echo: true``).
+The fixtures `chat_server` and `server` (conftest) start one.
 """
 
 from __future__ import annotations
@@ -40,6 +44,7 @@ class ChatServer:
         self.bomb_bytes = 500 * 2**20  # "bomb": what the gzip body expands to
         self.drips: list[float] = []  # when each "drip" reply ended (the client hung up or the limit passed)
         self.retry_after = "0"  # the Retry-After header of a 429
+        self.echo_prefix = False  # a continued assistant message: the reply repeats its content before the new text
         self.hold_after: int | None = None  # requests beyond this many wait for `release`
         self.fail_after: int | None = None  # requests beyond this many get HTTP 500
         self.release = threading.Event()
@@ -87,18 +92,24 @@ class ChatServer:
             self.faults.clear()
             self.always, self.hold_after, self.fail_after = None, None, None
             self.retry_after = "0"
+            self.echo_prefix = False
             self.drip_s = 1.0
             self.drips.clear()
             self.release.clear()
             self.requests.clear()
             self.auth.clear()
 
-    def generate(self, prompt: str, max_new_tokens: int = MAX_NEW_TOKENS) -> tuple[str, int, int, str]:
-        """The model's greedy completion of one user message: (text, prompt tokens, completion tokens, finish)."""
+    def generate(self, prompt: str, max_new_tokens: int = MAX_NEW_TOKENS,
+                 prefix: str = "") -> tuple[str, int, int, str]:
+        """The model's greedy completion of one user message: (text, prompt tokens, completion tokens, finish).
+        With a `prefix`: the continuation of an assistant message that starts with it (the text leaves it out)."""
         import torch
 
-        text = self.tokenizer.apply_chat_template([{"role": "user", "content": prompt}], tokenize=False,
-                                                  add_generation_prompt=True)
+        messages = [{"role": "user", "content": prompt}]
+        if prefix:
+            messages.append({"role": "assistant", "content": prefix})
+        text = self.tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=not prefix,
+                                                  continue_final_message=bool(prefix))
         ids = self.tokenizer(text, return_tensors="pt", add_special_tokens=False)
         with self._generate_lock, torch.inference_mode():
             out = self.model.generate(**ids, max_new_tokens=max_new_tokens, do_sample=False,
@@ -154,10 +165,20 @@ class ChatServer:
             return self._send(handler, 200, _gzip_zeros(self.bomb_bytes), {"Content-Encoding": "gzip"})
         if fault == "malformed":
             return self._send(handler, 200, b'{"choices": [{"message": {"content": "trunc')
-        prompt = body["messages"][-1]["content"]
-        text, prompt_tokens, completion_tokens, finish = self.generate(prompt, min(int(body.get("max_tokens", 8)), MAX_NEW_TOKENS))
+        messages, prefix = body["messages"], ""
+        if body.get("continue_final_message"):
+            if body.get("add_generation_prompt", True):  # vLLM's default is True: a client must turn it off
+                return self._send(handler, 400, b'{"error": {"message": "Cannot set both `continue_final_message` '
+                                                b'and `add_generation_prompt` to True."}}')
+            if messages[-1]["role"] == "assistant":
+                prefix, messages = messages[-1]["content"], messages[:-1]
+        prompt = messages[-1]["content"]
+        text, prompt_tokens, completion_tokens, finish = self.generate(
+            prompt, min(int(body.get("max_tokens", 8)), MAX_NEW_TOKENS), prefix)
         if fault == "empty":
             text, completion_tokens = "", 0
+        if prefix and self.echo_prefix:
+            text = prefix + text
         reply = {
             "id": f"chatcmpl-{number}", "object": "chat.completion", "model": body.get("model"),
             "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": finish}],

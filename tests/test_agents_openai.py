@@ -283,3 +283,130 @@ def test_every_model_call_reaches_the_progress_callback(server):
     outputs = agent.act(toy_observations(3))
     agent.close()
     assert len(seen) == 3 and sorted(o.text for o in seen) == sorted(o.text for o in outputs)
+
+
+def compact_observations(n: int = 2) -> list[dict]:
+    """SOLVE observations of compact prompts: each carries an answer prefix ("<action>")."""
+    from skillrise_gym.env import SequenceEnv
+
+    env = SequenceEnv("toy", K=1, seed=0, prompt_style="compact")
+    observations = [env.reset(seed=seed)[0] for seed in range(n)]
+    env.close()
+    assert all(o["answer_prefix"] == "<action>" for o in observations)
+    return observations
+
+
+def test_prefill_continue_sends_the_prefix_as_an_assistant_message_and_returns_prefix_plus_continuation(server):
+    """Issue 42 item 3: the prefix goes as a final assistant message with vLLM's continue fields; the answer
+    is the prefix plus the server's continuation of it. Observations without a prefix go as before."""
+    agent = make_agent(server.url, prefill="continue")
+    assert agent.can_prefill and agent.describe()["prefill"] == "continue"
+    observations = compact_observations(2)
+    outputs = agent.act(observations)
+    sent = {r["messages"][0]["content"]: r for r in server.requests}  # sent concurrently: in any order
+    assert len(server.requests) == 2
+    for obs, out in zip(observations, outputs):
+        request = sent[obs["prompt"]]
+        continuation, prompt_tokens, completion_tokens, _ = server.generate(obs["prompt"], prefix="<action>")
+        assert out.text == "<action>" + continuation and "prefix_echoed" not in out.extra
+        assert out.prompt_tokens == prompt_tokens and out.completion_tokens == completion_tokens
+        assert request["messages"] == [{"role": "user", "content": obs["prompt"]},
+                                       {"role": "assistant", "content": "<action>"}]
+        assert request["continue_final_message"] is True and request["add_generation_prompt"] is False
+    server.reset()
+    [full] = toy_observations(1)  # a full prompt: no prefix, so a plain request
+    assert agent.act([full])[0].text == server.generate(full["prompt"])[0]
+    agent.close()
+    assert server.requests[0]["messages"] == [{"role": "user", "content": full["prompt"]}]
+    assert "continue_final_message" not in server.requests[0] and "add_generation_prompt" not in server.requests[0]
+
+
+def test_without_prefill_only_the_user_message_is_sent_and_the_prefix_is_not_added(server):
+    agent = make_agent(server.url)
+    assert not agent.can_prefill and "prefill" not in agent.describe()
+    [obs] = compact_observations(1)
+    out = agent.act([obs])[0]
+    with pytest.raises(ValueError, match="prefill"):
+        agent.complete(obs["prompt"], "<action>")
+    agent.close()
+    assert out.text == server.generate(obs["prompt"])[0]
+    [request] = server.requests
+    assert request["messages"] == [{"role": "user", "content": obs["prompt"]}]
+    assert "continue_final_message" not in request and "add_generation_prompt" not in request
+
+
+def test_prefill_continue_answers_as_the_hf_agent_does_on_the_same_model(server, tiny_model_dir):
+    """The server renders the continued message as `models.encode_chat` renders a prefilled prompt, so the
+    openai agent with prefill and the hf agent give the same greedy answers on compact prompts."""
+    from skillrise_gym.agents.hf_agent import HFAgent, HFConfig
+
+    observations = compact_observations(2)
+    hf = HFAgent(HFConfig(model=tiny_model_dir, max_new_tokens=MAX_NEW_TOKENS, batch_size=1, threads=1,
+                          prefix_cache_mb=0))
+    expected = [o.text for o in hf.act(observations)]
+    hf.close()
+    agent = make_agent(server.url, prefill="continue", api_key_env="")
+    assert [o.text for o in agent.act(observations)] == expected
+    agent.close()
+
+
+def test_a_server_that_echoes_the_prefix_is_not_doubled(server):
+    server.echo_prefix = True
+    agent = make_agent(server.url, prefill="continue")
+    [obs] = compact_observations(1)
+    out = agent.act([obs])[0]
+    continuation = server.generate(obs["prompt"], prefix="<action>")[0]
+    assert server.requests[-1]["messages"][-1] == {"role": "assistant", "content": "<action>"}
+    assert out.text == "<action>" + continuation and out.extra["prefix_echoed"] is True
+    server.faults.extend(["empty", "empty"])  # echoed prefix, nothing after it: an empty completion, asked again
+    out = agent.complete(obs["prompt"], "<action>")
+    agent.close()
+    assert out.text == "<action>" and out.extra["empty_completion"] is True
+
+
+def test_vllm_refuses_continue_with_a_generation_prompt(server):
+    """The chat server mirrors vLLM's check: continue_final_message with add_generation_prompt (whose default is
+    true) is HTTP 400, so the agent must send add_generation_prompt false, as it does above."""
+    import urllib.error
+    import urllib.request
+
+    body = json.dumps({"model": "tiny", "continue_final_message": True,
+                       "messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "<action>"}]})
+    request = urllib.request.Request(server.url + "/chat/completions", body.encode(),
+                                     {"Content-Type": "application/json"})
+    with pytest.raises(urllib.error.HTTPError) as err:
+        urllib.request.urlopen(request, timeout=10)
+    assert err.value.code == 400 and "Cannot set both" in err.value.read().decode()
+
+
+def test_check_prefill_refuses_agents_that_cannot_prefill_on_prefilled_prompts(tiny_model_dir):
+    from skillrise_gym.agents.base import check_prefill
+    from skillrise_gym.agents.expert import ExpertAgent
+    from skillrise_gym.agents.hf_agent import HFAgent, HFConfig
+    from skillrise_gym.agents.random_agent import RandomAgent
+    from skillrise_gym.prompts import CARRY_MODES, ROLES, STYLES, answer_prefix, needs_prefill
+
+    assert needs_prefill("compact") and not needs_prefill("full")
+    for style in STYLES:  # a style needing a prefill has one for every role and carry mode
+        assert needs_prefill(style) == all(answer_prefix(r, style, c) for r in ROLES for c in CARRY_MODES)
+    with pytest.raises(ValueError, match="unknown prompt style"):
+        needs_prefill("tiny")
+
+    agent = make_agent("http://127.0.0.1:1/v1", api_key_env="")
+    with pytest.raises(ValueError) as info:
+        check_prefill(agent, "compact")
+    message = str(info.value)
+    assert "\n" not in message and "openai agent" in message and "'compact'" in message
+    assert "--prompt-style full" in message and "--prefill continue" in message
+    check_prefill(agent, "full")
+    agent.close()
+    with_prefill = make_agent("http://127.0.0.1:1/v1", api_key_env="", prefill="continue")
+    check_prefill(with_prefill, "compact")
+    with_prefill.close()
+    hf = HFAgent(HFConfig(model=tiny_model_dir, threads=1, prefix_cache_mb=0))
+    for able in (hf, ExpertAgent(), RandomAgent()):
+        assert able.can_prefill
+        check_prefill(able, "compact")
+    hf.close()
+    with pytest.raises(ValueError, match="prefill must be None"):
+        make_agent("http://127.0.0.1:1/v1", api_key_env="", prefill="echo")

@@ -20,6 +20,9 @@ FALLBACK_ACTION = "look"
 class ExpertAgent(Agent):
     name: ClassVar[str] = "expert"
     needs_expert_info: ClassVar[bool] = True
+    # it writes whole tagged answers (prompts.action_answer, skill_answer), which the env parses the same under
+    # every prompt style: nothing to prefill, so prompts that expect a prefilled prefix are no obstacle
+    can_prefill = True
 
     def __init__(self, batch_size: int = 1) -> None:
         self.batch_size = max(1, int(batch_size))

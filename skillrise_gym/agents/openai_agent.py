@@ -20,6 +20,15 @@ Failure handling, per prompt:
   marked not resumable (the same command would fail the same way).
 - `system_prompt`: a system message before each prompt (None: none, the server's chat template decides;
   "" sends an empty one, which stops templates such as SmolLM2's from injecting their own).
+- `prefill`: None (the default) sends the prompt alone and the reply is a fresh assistant message, so the agent
+  cannot prefill (`can_prefill` False: compact prompts, whose answers start with `answer_prefix`, are refused by
+  `base.check_prefill`). "continue": an observation's non-empty ``answer_prefix`` goes as a final assistant
+  message, with ``continue_final_message: true, add_generation_prompt: false`` in the body (the request fields
+  of vLLM's chat endpoint, which refuses the first without the second turned off: the template leaves that
+  message open and the model continues it; `transformers serve` 5.x refuses both fields, HTTP 422);
+  the answer is the prefix plus the reply's content (a server that echoes the prefix in its content, as vLLM
+  with ``echo: true``, is not doubled: ``extra["prefix_echoed"]``). A server without these fields ignores them
+  or refuses them (HTTP 4xx: not retried, not resumable).
 - an empty completion (no content at all): asked again `empty_retries` times; if it stays empty it is
   accepted as "" (the env records an invalid, empty action) and tagged ``extra["empty_completion"]``.
 - a reply is read to at most `max_reply_bytes` (from the socket, and again after gzip/deflate/br
@@ -68,6 +77,12 @@ class OpenAIConfig:
     seed: int | None = None  # forwarded to servers that accept a sampling seed
     system_prompt: str | None = None  # a system message before each prompt (None: send none)
     max_reply_bytes: int = MAX_REPLY_BYTES  # most bytes read for one reply (raw, and after decompression)
+    prefill: str | None = None  # None: cannot prefill; "continue": continue a final assistant message (vLLM)
+
+
+PREFILL_MODES = (None, "continue")
+#: the body fields that make a chat endpoint continue the final (assistant) message instead of starting a new one
+CONTINUE_FIELDS = {"continue_final_message": True, "add_generation_prompt": False}
 
 
 class _Malformed(Exception):
@@ -94,6 +109,7 @@ class _Call:
 
 class OpenAIAgent(Agent):
     name: ClassVar[str] = "openai"
+    prefill_flag: ClassVar[str] = "--prefill continue (a server that continues a final assistant message, such as vLLM)"
 
     def __init__(self, config: OpenAIConfig) -> None:
         if not config.base_url or not config.base_url.startswith(("http://", "https://")):
@@ -105,6 +121,8 @@ class OpenAIAgent(Agent):
                 or config.max_reply_bytes < 1):
             raise ValueError("concurrency must be >= 1, max_retries >= 0, retry deadline >= 0, timeout > 0 and "
                              "max_reply_bytes >= 1")
+        if config.prefill not in PREFILL_MODES:
+            raise ValueError(f"prefill must be None (off) or 'continue', got {config.prefill!r}")
         self.config = config
         key = read_api_key(config.api_key_env)
         openai = _import_openai()
@@ -128,17 +146,28 @@ class OpenAIAgent(Agent):
         self._open = 0  # prompts being answered (requests and the client's waits between them)
 
     # ----------------------------------------------------------------- public
+    @property
+    def can_prefill(self) -> bool:  # type: ignore[override]
+        return self.config.prefill == "continue"
+
     def act(self, observations: Sequence[dict[str, Any]], infos: Sequence[dict[str, Any]] | None = None) -> list[AgentOutput]:
         prompts = [str(o["prompt"]) for o in observations]
-        return list(self._pool.map(self.complete, prompts))
+        if not self.can_prefill:
+            return list(self._pool.map(self.complete, prompts))
+        prefixes = [str(o.get("answer_prefix") or "") for o in observations]
+        return list(self._pool.map(self.complete, prompts, prefixes))
 
-    def complete(self, prompt: str) -> AgentOutput:
-        """One chat completion for one prompt, with the retry policy of the module docstring."""
+    def complete(self, prompt: str, prefix: str = "") -> AgentOutput:
+        """One chat completion for one prompt, with the retry policy of the module docstring. `prefix` (only
+        with ``prefill="continue"``): the start of the answer, which the model continues; the text returned
+        is the prefix plus the continuation."""
+        if prefix and not self.can_prefill:
+            raise ValueError("a prefix needs prefill='continue' (--prefill continue)")
         call = _Call(started=time.monotonic())
         empties = 0
         while True:
             try:
-                text, usage, finish = self._request(prompt, call)
+                text, usage, finish = self._request(prompt, call, prefix)
             except _Malformed as exc:  # the client does not retry a 200: ask again here, within the same budget
                 call.last_error = str(exc)
                 wait = min(8.0, self.config.backoff_s * 2.0 ** min(call.retries, 10))
@@ -150,11 +179,16 @@ class OpenAIAgent(Agent):
                 if self._closed.wait(wait):
                     raise AgentError("the agent was closed") from None
                 continue
+            echoed = bool(prefix) and text.startswith(prefix)  # a server that repeats the prefix: not doubled
+            if echoed:
+                text = text[len(prefix):]  # the continuation
             if not text and empties < self.config.empty_retries:
                 empties += 1
                 self._count("empty_completions")
                 continue
             extra: dict[str, Any] = {"finish_reason": finish}
+            if echoed:
+                extra["prefix_echoed"] = True
             if call.retries:
                 extra["retries"] = call.retries
             if not text:
@@ -162,7 +196,7 @@ class OpenAIAgent(Agent):
             if not usage:
                 extra["usage_missing"] = True
             output = AgentOutput(
-                text=text,
+                text=prefix + text,
                 prompt_tokens=int(usage.get("prompt_tokens") or 0),
                 completion_tokens=int(usage.get("completion_tokens") or 0),
                 latency_s=time.monotonic() - call.started,
@@ -177,6 +211,8 @@ class OpenAIAgent(Agent):
                      "temperature": c.temperature, "top_p": c.top_p, "max_tokens": c.max_tokens, "seed": c.seed}
         if c.system_prompt is not None:
             described["system_prompt"] = c.system_prompt
+        if c.prefill is not None:  # absent when off, so runs recorded before the setting existed still resume
+            described["prefill"] = c.prefill
         return described
 
     def in_flight(self) -> int:
@@ -202,14 +238,17 @@ class OpenAIAgent(Agent):
         if idle:
             self._client.close()
 
-    def _request(self, prompt: str, call: _Call) -> tuple[str, dict[str, Any], str | None]:
+    def _request(self, prompt: str, call: _Call, prefix: str = "") -> tuple[str, dict[str, Any], str | None]:
         """One client call (its own retries included): (content, usage, finish_reason); raises _Malformed or
-        AgentError."""
+        AgentError. A `prefix` goes as a final assistant message that the server continues (`CONTINUE_FIELDS`)."""
         openai, c = self._openai, self.config
         messages = [{"role": "user", "content": prompt}]
         if c.system_prompt is not None:
             messages.insert(0, {"role": "system", "content": c.system_prompt})
         options: dict[str, Any] = {"top_p": c.top_p, "seed": c.seed}
+        if prefix:
+            messages.append({"role": "assistant", "content": prefix})
+            options["extra_body"] = dict(CONTINUE_FIELDS)
         options = {k: v for k, v in options.items() if v is not None}
         left = c.max_retries - call.retries  # the budget is per prompt, across client calls
         client = self._client if left == c.max_retries else self._client.with_options(max_retries=left)

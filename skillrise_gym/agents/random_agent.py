@@ -26,6 +26,7 @@ DEFAULT_FALLBACK = ("look",)
 class RandomAgent(Agent):
     name: ClassVar[str] = "random"
     needs_admissible: ClassVar[bool] = True
+    can_prefill = True  # whole tagged answers (prompts.action_answer, skill_answer): see ExpertAgent
 
     def __init__(self, seed: int = 0, benchmark: str | None = None, batch_size: int = 1) -> None:
         self.seed = int(seed)
