@@ -202,6 +202,19 @@ def prepare_output_dir(config: TrainConfig, out: Path) -> tuple[Any, str | None]
     return lock, resume_from
 
 
+def resolved_config(config: TrainConfig, episode: Any, eval_split: str) -> dict[str, Any]:
+    """`config` as the run resolved it: the prompt style, step limit and splits its episode plays (never
+    "auto" or unset), and the episode itself."""
+    return {**config.to_dict(), "prompt_style": episode.prompt_style, "max_task_steps": episode.max_task_steps,
+            "train_split": episode.split, "eval_split": eval_split, "episode": episode.to_dict()}
+
+
+def write_resolved_config(config: TrainConfig, episode: Any, eval_split: str, out: Path) -> None:
+    from skillrise_gym.paths import atomic_write
+
+    atomic_write(out / "config.json", json.dumps(resolved_config(config, episode, eval_split), indent=2), fsync=True)
+
+
 def output_failure(exc: BaseException, out: str | os.PathLike) -> OSError | None:
     """The OSError behind `exc` (itself, or its cause or context) when it means that the output could not be
     written: a full disk or quota, a read-only file system, or a permission refused inside `out`. torch's
@@ -290,7 +303,9 @@ def _train(config: TrainConfig, ranks: Any, out: Path, resume_from: str | None, 
     trainer = SkillRiseTrainer.from_config(config, callbacks=[logger.callback])
     rollout = trainer.rollout
     rollout.progress = say  # long rollouts say where they are
-    train_split = rollout.config.split
+    train_split = trainer.episode.split
+    if ranks.main:  # config.json records what the run resolved (prompt style, step limit, splits), never "auto"
+        write_resolved_config(config, trainer.episode, eval_split, out)
     trainer.remove_callback(PrinterCallback)
     evaluations: list[dict[str, Any]] = []
 
@@ -303,7 +318,7 @@ def _train(config: TrainConfig, ranks: Any, out: Path, resume_from: str | None, 
         record = None
         if ranks.main:
             with trainer.generation_weights():
-                record = run_evaluation(config, generate, step, eval_split, out)
+                record = run_evaluation(config, trainer.episode, generate, step, eval_split, out)
             say(f"eval step {step} ({eval_split}, {config.eval_sequences} sequences): "
                 "success by position " + "/".join(f"{s:.2f}" for s in record["success_by_position"])
                 + ("; Pass@k " + "/".join(f"{s:.2f}" for s in record["pass_at_k"]) if "pass_at_k" in record else ""))
@@ -412,6 +427,10 @@ def save_merged(adapter: Path, target: Path, config: TrainConfig) -> Path:
     shutil.rmtree(scratch, ignore_errors=True)
     model.save_pretrained(str(scratch))
     tokenizer.save_pretrained(str(scratch))
+    from skillrise_gym.episode import FILE
+
+    if (adapter / FILE).is_file():  # the merged weights play the episode the adapter was trained on
+        shutil.copy2(adapter / FILE, scratch / FILE)
     shutil.rmtree(target, ignore_errors=True)
     scratch.rename(target)
     return target

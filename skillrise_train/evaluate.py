@@ -2,9 +2,12 @@
 
 The policy being trained is wrapped as a bench `Agent` whose `act` is the trainer's own batched generation
 (TRL's path: HF generate, or vLLM on GPUs), so an evaluation is an ordinary bench run: the same pinned
-sequences every time (the bench draws them from its seed), turns and a summary with bootstrap CIs in
-``<output_dir>/eval/step-N/``. The same `max_task_steps` as training (unset: the backend's own), so a
-training-time evaluation is comparable with ``skillrise-bench`` on the same split and seed.
+sequences every time (the bench draws them from its seed), turns and a summary with CIs in
+``<output_dir>/eval/step-N/``. It plays the training's own episode (`SkillRiseTrainer.episode`: carry mode,
+prompt style, step limit, engine options, call framing) on the held-out split, at the run's K (an algorithm
+whose trials are single tasks, GRPO's, is measured on the K-task sequences those tasks come from), so it
+sees the prompts training saw, and ``skillrise-bench --model RUN/final`` (which reads the saved episode)
+plays the same.
 """
 
 from __future__ import annotations
@@ -15,8 +18,8 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from skillrise_gym.agents.base import Agent, AgentOutput, stable_seed
+from skillrise_gym.episode import EpisodeSpec
 from skillrise_train.config import TrainConfig
-from skillrise_train.algorithms import algorithm_for
 from skillrise_train.rollout import EVAL_SEED_OFFSET
 from skillrise_train.samples import GenerateFn
 
@@ -25,6 +28,7 @@ class PolicyAgent(Agent):
     """The policy under training as a bench agent."""
 
     name = "skillrise-train"
+    can_prefill = True  # the trainer's generation continues each observation's answer_prefix
 
     def __init__(self, generate: GenerateFn, batch_size: int, identity: dict[str, Any], seed: int = 0):
         self.generate = generate
@@ -51,24 +55,27 @@ class PolicyAgent(Agent):
     def describe(self) -> dict[str, Any]:
         return {"name": self.name, **self.identity}
 
+    def framing(self) -> dict[str, Any]:
+        return dict(self.identity.get("framing") or {})
 
-def evaluate(config: TrainConfig, generate: GenerateFn, step: int, split: str, out: Path) -> dict[str, Any]:
-    """Play `config.eval_sequences` held-out K-task sequences (one trial each); returns success by position."""
+
+def evaluate(config: TrainConfig, episode: EpisodeSpec, generate: GenerateFn, step: int, split: str,
+             out: Path) -> dict[str, Any]:
+    """Play `config.eval_sequences` held-out sequences of `episode` (the training's) on `split`, one trial
+    each; returns success by position."""
     from skillrise_gym.bench.runner import BenchConfig, run_bench
 
+    spec = evaluation_episode(episode, split, config.K)
+    framing = spec.framing()
     agent = PolicyAgent(generate, config.generation_batch,
-                        {"model": config.model, "algo": config.algo, "output_dir": str(out), "step": step},
-                        seed=config.seed + EVAL_SEED_OFFSET)
-    episode = algorithm_for(config).episode(config.K)
-    bench = BenchConfig(
-        env=config.env, out=str(out / "eval" / f"step-{step}"), K=[config.K],
-        # played as training plays them (lamer: K attempts at one task with reflections, Pass@k), K tasks each
-        mode=episode["mode"], carry=[episode.get("carry", "skill")],
-        num_sequences=config.eval_sequences, split=split, seed=config.seed + EVAL_SEED_OFFSET,
-        workers=config.env_workers, parallel=max(1, min(config.eval_sequences, config.generation_batch)),
-        max_task_steps=config.max_task_steps, backend_options=dict(config.backend_options), progress=False,
-        plots=False, worker_timeout=config.env_timeout, ray_address=config.ray_address,
-        ray_num_cpus=config.ray_num_cpus, ray_memory=config.ray_memory,
+                        {"model": config.model, "algo": config.algo, "output_dir": str(out), "step": step,
+                         "framing": framing}, seed=config.seed + EVAL_SEED_OFFSET)
+    bench = BenchConfig.from_episode(
+        spec, out=str(out / "eval" / f"step-{step}"), num_sequences=config.eval_sequences,
+        seed=config.seed + EVAL_SEED_OFFSET, workers=config.env_workers,
+        parallel=max(1, min(config.eval_sequences, config.generation_batch)), progress=False, plots=False,
+        worker_timeout=config.env_timeout, ray_address=config.ray_address, ray_num_cpus=config.ray_num_cpus,
+        ray_memory=config.ray_memory,
     )
     outcome = run_bench(bench, agent)
     block = outcome.summary["by_carry"][bench.carry[0]]["blocks"][0]  # every layout has by_carry
@@ -82,3 +89,9 @@ def evaluate(config: TrainConfig, generate: GenerateFn, step: int, split: str, o
     with open(out / "eval.jsonl", "a", encoding="utf-8") as handle:
         handle.write(json.dumps(record) + "\n")
     return record
+
+
+def evaluation_episode(episode: EpisodeSpec, split: str, K: int) -> EpisodeSpec:
+    """The training `episode` as evaluation plays it: on the held-out `split`, at the run's sequence length
+    `K` (the panel); every other field is the training's."""
+    return episode.replace(split=split, K=K)

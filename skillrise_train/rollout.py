@@ -55,6 +55,7 @@ from typing import Any, Callable, Sequence
 
 from skillrise_gym.agents.base import stable_seed
 from skillrise_gym.env import SequenceEnv
+from skillrise_gym.episode import EpisodeSpec
 from skillrise_gym.pools import WorkerError, env_fn, make_pool, unpack
 from skillrise_gym.records import turn_from_step
 from skillrise_gym.sequences import SequenceSampler, TaskSequence
@@ -62,7 +63,7 @@ from skillrise_train.algorithms import algorithm
 from skillrise_train.credit import anchor_key
 from skillrise_train.distributed import Ranks, shard
 from skillrise_train.pacing import Pacer, Progress
-from skillrise_train.rollout_setup import RolloutConfig, pool_size
+from skillrise_train.rollout_setup import RolloutConfig, pool_size, training_episode
 from skillrise_train.samples import Completion, GenerateFn, RolloutResult, TrialPlan, TurnSample, lockstep_order
 
 logger = logging.getLogger("skillrise_train")
@@ -102,10 +103,10 @@ class RolloutEngine:
         self.ranks = ranks or Ranks(0, 1)
         self.algorithm = algorithm(config.algo)
         self._warned_in_process = False
-        #: what an episode is (`Algorithm.episode`): K tasks of a family, K attempts at one task, or one task
-        self.episode = self.algorithm.episode(config.K)
-        catalog = SequenceEnv(backend=config.env, K=config.K, split=config.split, mode=self.episode["mode"],
-                              backend_options=dict(config.backend_options))
+        #: the episode every trial plays (`RolloutConfig.spec`: made once, by the algorithm, for the trainer)
+        self.spec = config.spec
+        catalog = SequenceEnv(backend=config.env, K=config.K, split=self.spec.split, mode=self.spec.mode,
+                              family=self.spec.family, backend_options=dict(self.spec.backend_options))
         try:  # the sampler lives in this process: it only needs the task list, never an engine episode
             self.sampler: SequenceSampler = catalog.sampler()
         finally:  # the task list is all it gives: no engine it started to read one (a ScienceWorld JVM reading
@@ -115,9 +116,7 @@ class RolloutEngine:
         #: trials of one step on this process: one per sequence and group member (GRPO: per task, too)
         self.trials_per_step = len(self.shard) * self.algorithm.trials_per_sequence(config.K, config.G)
         #: the SequenceEnv settings of every env that plays this rollout's episodes (the pool's, `sequence_env`)
-        self.env_settings = dict(split=config.split, max_task_steps=config.max_task_steps,
-                                 backend_options=dict(config.backend_options), prompt_style=config.prompt_style,
-                                 **self.episode)
+        self.env_settings = self.spec.env_kwargs()
         fn = env_fn(config.env, **self.env_settings)
         # N envs serve every trial of a step (play); with env workers or Ray actors, a worker that dies or
         # does not answer in the pool's timeout is replaced
@@ -126,10 +125,11 @@ class RolloutEngine:
         self.progress: Callable[[str], None] | None = None
 
     @classmethod
-    def from_train_config(cls, config: Any, split: str | None = None, prompt_style: str | None = None,
-                          ranks: Ranks | None = None) -> "RolloutEngine":
-        """The engine of a `TrainConfig` (`RolloutConfig.from_train`)."""
-        return cls(RolloutConfig.from_train(config, split, prompt_style), ranks)
+    def from_train_config(cls, config: Any, episode: EpisodeSpec | None = None, ranks: Ranks | None = None
+                          ) -> "RolloutEngine":
+        """The engine of a `TrainConfig` playing `episode` (default: `training_episode` with the backend's
+        prompt style; the trainer passes the one it made for its model)."""
+        return cls(RolloutConfig.from_train(config, episode or training_episode(config, None)), ranks)
 
     def close(self) -> None:
         self.pool.close()

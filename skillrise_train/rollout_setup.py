@@ -9,14 +9,20 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 from skillrise_gym.backends import backend_class
+from skillrise_gym.episode import EpisodeSpec
 from skillrise_gym.pools import PoolConfig
+from skillrise_train.algorithms import algorithm, algorithm_for
 from skillrise_train.config import OVERLAP_WAIT
 
 
 @dataclass(frozen=True)
 class RolloutConfig:
     """What a `RolloutEngine` plays: S sequences x G trials per step of `algo`'s episodes (K tasks each) of
-    the `env` backend's `split`, on a pool of `envs` envs (0: sized by `pool_size`)."""
+    the `env` backend's `split`, on a pool of `envs` envs (0: sized by `pool_size`).
+
+    `episode`: the episode every trial plays (`training_episode`: what the trainer made once and saves with
+    its checkpoints); without it, the one `algo` plays with the loose fields env, split, max_task_steps,
+    backend_options and prompt_style (a shorthand for tests and benchmarks). `spec` is the one in use."""
 
     env: str
     algo: str = "skillrise"
@@ -35,21 +41,43 @@ class RolloutConfig:
     overlap: bool = False  # trials go on as their envs answer (rollout.py, "Overlap")
     overlap_wait: float = OVERLAP_WAIT
     max_attempts: int = 2  # plays of a trial whose env worker died or hung, before it is dropped
+    episode: EpisodeSpec | None = None
 
     def __post_init__(self) -> None:
         if not (math.isfinite(self.overlap_wait) and self.overlap_wait >= 0):
             raise ValueError(f"overlap_wait must be a number of seconds >= 0, got {self.overlap_wait!r}")
+        if self.episode is not None and self.episode.env != self.env:
+            raise ValueError(f"episode is of {self.episode.env}, the rollout of {self.env}")
+
+    @property
+    def spec(self) -> EpisodeSpec:
+        """The episode every trial plays."""
+        if self.episode is not None:
+            return self.episode
+        return EpisodeSpec.resolve(self.env, split=self.split, max_task_steps=self.max_task_steps,
+                                   prompt_style=self.prompt_style, backend_options=self.backend_options,
+                                   **algorithm(self.algo).episode(self.K))
 
     @classmethod
-    def from_train(cls, config: Any, split: str | None = None, prompt_style: str | None = None) -> "RolloutConfig":
-        """The rollout settings of a `TrainConfig` (`split`: its training split unless given; `prompt_style`:
-        resolved for its model, see trainer.resolve_prompt_style)."""
-        return cls(env=config.env, algo=config.algo, K=config.K, G=config.G, S=config.S,
-                   split=split or config.train_split or default_splits(config.env)[0],
-                   max_task_steps=config.max_task_steps, success_reward=config.success_reward, seed=config.seed,
-                   backend_options=dict(config.backend_options), prompt_style=prompt_style,
+    def from_train(cls, config: Any, episode: EpisodeSpec) -> "RolloutConfig":
+        """The rollout settings of a `TrainConfig` playing `episode` (`training_episode`)."""
+        return cls(env=config.env, algo=config.algo, K=config.K, G=config.G, S=config.S, split=episode.split,
+                   max_task_steps=episode.max_task_steps, success_reward=config.success_reward, seed=config.seed,
+                   backend_options=dict(episode.backend_options), prompt_style=episode.prompt_style,
                    generation_batch=config.generation_batch, envs=config.envs, pool=pool_config(config),
-                   overlap=config.overlap, overlap_wait=config.overlap_wait)
+                   overlap=config.overlap, overlap_wait=config.overlap_wait, episode=episode)
+
+
+def training_episode(config: Any, prompt_style: str | None, split: str | None = None, **framing: Any) -> EpisodeSpec:
+    """The episode a `TrainConfig` trains on, made once: its algorithm's (`Algorithm.episode`: K tasks of a
+    family, one task, K attempts with reflections), on `split` (default: its training split), with the prompt
+    style resolved for its model (`grpo_args.resolve_prompt_style`; None: the backend's) and every other
+    default resolved; `framing`: how each call is framed (max_new_tokens, max_prompt_tokens, system_prompt,
+    chat_template_kwargs)."""
+    return EpisodeSpec.resolve(config.env, split=split or config.train_split or default_splits(config.env)[0],
+                               max_task_steps=config.max_task_steps, prompt_style=prompt_style,
+                               backend_options=dict(config.backend_options),
+                               **algorithm_for(config).episode(config.K), **framing)
 
 
 def pool_config(config: Any) -> PoolConfig:

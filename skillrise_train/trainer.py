@@ -71,6 +71,7 @@ from skillrise_train.config import TrainConfig
 from skillrise_train.grpo_args import make_grpo_config, resolve_prompt_style, vllm_settings
 from skillrise_train.distributed import LockstepGeneration, Ranks, common_packing
 from skillrise_train.rollout import RolloutEngine
+from skillrise_train.rollout_setup import default_splits, training_episode
 from skillrise_train.samples import Completion, RolloutResult, merge_results, rollout_stats
 from skillrise_train.shared_prefix import PrefixPlan, plan_rows
 
@@ -191,6 +192,13 @@ class SkillRiseTrainer(GRPOAdapter):
                 "DeepSpeed steps its optimizer inside every backward pass, and --micro-batch-tokens packs several "
                 "backward passes into one micro-step: use --micro-batch-tokens 0 and --grad-accum to bound memory")
         self.max_prompt_tokens = self._prompt_budget(config)
+        #: the episode this run trains on, made once (its env part is the rollout's): every prompt is encoded
+        #: from it, in-training evaluation plays it on the held-out split, and it is saved as episode.json
+        #: beside the weights of every checkpoint and of final/ (`skillrise_gym.episode`)
+        self.episode = rollout.spec.replace(max_new_tokens=config.max_new_tokens,
+                                            max_prompt_tokens=self.max_prompt_tokens,
+                                            system_prompt=config.system_prompt,
+                                            chat_template_kwargs=self.template_kwargs)
         if config.generation_dtype is not None:
             if self.sharded_generation:
                 raise ConfigurationError("--generation-dtype copies the whole policy for generation; a sharded "
@@ -227,9 +235,8 @@ class SkillRiseTrainer(GRPOAdapter):
                 task_type="CAUSAL_LM",
             )
         backend_options = dict(config.backend_options)
-        prompt_style = resolve_prompt_style(config.prompt_style, model)
-        rollout = RolloutEngine.from_train_config(config, prompt_style=prompt_style,
-                                                  ranks=Ranks(args.process_index, args.world_size))
+        episode = training_episode(config, resolve_prompt_style(config.prompt_style, model))
+        rollout = RolloutEngine.from_train_config(config, episode, ranks=Ranks(args.process_index, args.world_size))
         try:
             trainer = cls(config, model, tokenizer, rollout, args=args, peft_config=peft_config, callbacks=callbacks)
             trainer.torch_threads = threads  # and how they were chosen: the run's first line shows it
@@ -297,6 +304,16 @@ class SkillRiseTrainer(GRPOAdapter):
                                                              if self.warmstart_losses else None}, indent=2))
         return result
 
+    # ------------------------------------------------------------------ saving
+    def save_model(self, output_dir: str | None = None, _internal_call: bool = False) -> None:
+        """The weights (or adapter), as TRL saves them, and beside them the episode they were trained on
+        (episode.json: what `skillrise-bench --model FOLDER` plays unless told otherwise); every checkpoint
+        and final/ go through here."""
+        super().save_model(output_dir, _internal_call)
+        if self.args.should_save:
+            self.episode.save(output_dir or self.args.output_dir, algo=self.config.algo,
+                              held_out_split=self.config.eval_split or default_splits(self.config.env)[1])
+
     # ------------------------------------------------------------------ prompts and generation
     def _prompt_budget(self, config: TrainConfig) -> int:
         """Longest prompt in tokens: the flag, else the model's context minus the completion budget; with
@@ -317,8 +334,9 @@ class SkillRiseTrainer(GRPOAdapter):
         """Token ids of one prompt (`skillrise_gym.models.encode_chat`, the encoding the hf agent uses too)."""
         from skillrise_gym.models import encode_chat
 
-        return encode_chat(self.processing_class, text, prefix, max_tokens=self.max_prompt_tokens,
-                           template_kwargs=self.template_kwargs)
+        episode = self.episode
+        return encode_chat(self.processing_class, text, prefix, max_tokens=episode.max_prompt_tokens,
+                           system_prompt=episode.system_prompt, template_kwargs=dict(episode.chat_template_kwargs))
 
     def generate_completions(self, prompts: list[str], prefixes: list[str] | None = None,
                              seeds: list[int] | None = None) -> list[Completion]:
@@ -372,10 +390,8 @@ class SkillRiseTrainer(GRPOAdapter):
                                                                         sampler_logps=None)
                                                     for s in local.samples])
         result = merge_results(self.ranks.gather(light), plans)
+        # the algorithm's credit rule, then the overlong penalty (algorithms.py: every algorithm alike)
         returns, advantages = self.rollout.algorithm.credit(result, self.config)
-        if self.config.overlong_penalty:  # after credit, like the format penalty: every algorithm alike
-            advantages = advantages - self.config.overlong_penalty * np.array(
-                [bool(s.turn.extra.get("completion_cut")) for s in result.samples], dtype=np.float64)
         self.last_rollout = result
         self.last_stats = rollout_stats(result, advantages, self.config.K)
         # curate credit "none": solve turns only

@@ -14,12 +14,14 @@ from skillrise_gym.bench.runner import BenchConfig
 from skillrise_gym.cli_fields import add_arguments, default_of, field_values, flag_fields, flag_name, option
 from skillrise_gym.pools import PoolConfig
 
-#: every flag of `skillrise-bench` (its --help before the flags came from BenchConfig, and --prefix-cache-mb since)
+#: every flag of `skillrise-bench` (its --help before the flags came from BenchConfig, and --prefix-cache-mb,
+#: --end-on-success, --episode and --prefill since)
 FLAGS = ["-h", "--env", "--agent", "--K", "--mode", "--num-sequences", "--split", "--seed", "--max-task-steps",
-         "--family", "--backend-option", "--carry", "--prompt-style", "--out", "--workers", "--parallel",
+         "--family", "--backend-option", "--carry", "--prompt-style", "--end-on-success", "--out", "--episode",
+         "--workers", "--parallel",
          "--worker-timeout", "--ray-address", "--ray-num-cpus", "--ray-memory", "--no-progress", "--no-plots",
          "--model", "--base-model", "--temperature", "--top-p", "--max-tokens", "--base-url", "--api-key-env",
-         "--timeout", "--max-retries", "--retry-deadline", "--system-prompt", "--concurrency", "--batch-size",
+         "--timeout", "--max-retries", "--retry-deadline", "--system-prompt", "--concurrency", "--prefill", "--batch-size",
          "--max-prompt-tokens", "--device", "--dtype", "--threads", "--prefix-cache-mb"]
 
 
@@ -31,7 +33,8 @@ def test_the_flags_are_the_same_and_every_benchconfig_field_but_max_attempts_has
     assert list(_actions()) == FLAGS
     with_flag = {f.name for f in flag_fields(BenchConfig)}
     init = {f.name for f in dataclasses.fields(BenchConfig) if f.init}
-    assert init - with_flag == {"max_attempts"}
+    # no flag: the pool's replay limit, and what a saved episode sets (bench.cli.saved_episode)
+    assert init - with_flag == {"max_attempts", "admissible_actions", "episode_from"}
 
 
 def test_the_cli_defaults_are_benchconfigs():

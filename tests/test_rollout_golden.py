@@ -78,10 +78,11 @@ def play(fields: dict[str, Any]) -> dict[str, Any]:
     from skillrise_train.algorithms import algorithm_for
     from skillrise_train.config import TrainConfig
     from skillrise_train.rollout import RolloutEngine
+    from skillrise_train.rollout_setup import training_episode
     from skillrise_train.samples import rollout_stats
 
     config = TrainConfig(**{**COMMON, **fields}, output_dir="unused")
-    engine = RolloutEngine.from_train_config(config, split="train", prompt_style=config.prompt_style)
+    engine = RolloutEngine.from_train_config(config, training_episode(config, config.prompt_style, split="train"))
     try:
         plans = engine.plan(engine.sequences(1, config.S), tag="step1")
         result = engine.play(engine.mine(plans), scripted_generate, step=1)

@@ -265,7 +265,8 @@ def test_a_sampled_evaluation_does_not_depend_on_its_batches(sampling_trainer, t
     answers = []
     for batch in (1, 3):
         config = dataclasses.replace(sampling_trainer.config, eval_sequences=3, generation_batch=batch)
-        evaluate(config, sampling_trainer.generate_completions, 0, "train", tmp_path / f"b{batch}")
+        evaluate(config, sampling_trainer.episode, sampling_trainer.generate_completions, 0, "train",
+                 tmp_path / f"b{batch}")
         lines = (tmp_path / f"b{batch}" / "eval" / "step-0" / "turns.jsonl").read_text().splitlines()
         answers.append(sorted((t["trial_id"], t["position"], t["role"], t["step_index"], t["response"])
                               for t in map(json.loads, lines)))

@@ -22,10 +22,10 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar, Sequence
 
 from skillrise_gym.backends.base import SkillRiseError
-from skillrise_gym.prompts import ROLE_CURATE, ROLE_SOLVE, skill_answer
+from skillrise_gym.prompts import ROLE_CURATE, ROLE_SOLVE, needs_prefill, skill_answer
 
-__all__ = ["ROLE_CURATE", "ROLE_SOLVE", "Agent", "AgentError", "AgentOutput", "is_curate", "keep_document",
-           "stable_seed"]
+__all__ = ["ROLE_CURATE", "ROLE_SOLVE", "Agent", "AgentError", "AgentOutput", "check_prefill", "is_curate",
+           "keep_document", "stable_seed"]
 
 
 class AgentError(SkillRiseError, RuntimeError):
@@ -59,6 +59,13 @@ class Agent(ABC):
             default, as for ScienceWorld).
         batch_size: how many observations the agent likes per `act` call (the runner keeps at least this
             many sequences in flight by default).
+        can_prefill: whether its answers hold up under prompts that expect a prefilled answer prefix
+            (`prompts.needs_prefill`: compact prompts, whose observations carry ``answer_prefix``, the opening
+            tag). True when the agent's model continues from ``observation["answer_prefix"]`` and the returned
+            text is that prefix plus the continuation (hf), or when the agent writes whole tagged answers and
+            needs no prefix (expert, random). False (the default): a model that starts a fresh reply, which
+            would lack the tag; `check_prefill` refuses such an agent on those prompts.
+        prefill_flag: the option that lets this agent prefill, named in `check_prefill`'s error ("" if none).
     The runner may set `on_call` to a function it wants called with each `AgentOutput` as soon as that
     one model call is done (from any thread): progress for slow models, before a whole round ends.
     """
@@ -67,6 +74,8 @@ class Agent(ABC):
     needs_expert_info: ClassVar[bool] = False
     needs_admissible: ClassVar[bool] = False
     batch_size: int = 1
+    can_prefill: bool = False  # a class attribute; an agent whose settings decide it overrides it (openai)
+    prefill_flag: ClassVar[str] = ""
     on_call: Any = None  # Callable[[AgentOutput], None] | None
 
     def _report(self, output: AgentOutput) -> None:
@@ -85,8 +94,25 @@ class Agent(ABC):
         """What identifies this agent's behaviour (stored in a run's manifest; never secrets)."""
         return {"name": self.name}
 
+    def framing(self) -> dict[str, Any]:
+        """How this agent frames each model call, as `EpisodeSpec` fields (max_new_tokens, max_prompt_tokens,
+        system_prompt, chat_template_kwargs): the ones it has a setting for. Scripted agents have none."""
+        return {}
+
     def close(self) -> None:
         """Release what the agent holds (models, connections)."""
+
+
+def check_prefill(agent: Agent, style: str) -> None:
+    """Refuse (ValueError, one line naming the reason and the flags that fix it) an agent that cannot prefill
+    (`Agent.can_prefill`) on prompts of a `style` that needs a prefilled answer prefix (`prompts.needs_prefill`):
+    every answer of its model would miss the opening tag and count as invalid format."""
+    if agent.can_prefill or not needs_prefill(style):
+        return
+    fixes = "--prompt-style full" + (f", or {agent.prefill_flag}" if agent.prefill_flag else "")
+    raise ValueError(f"prompt style {style!r} has each answer start prefilled with its opening tag (<action>, "
+                     f"<skill>, <remark>), which the {agent.name} agent cannot do as configured: its replies would "
+                     f"all be invalid format; use {fixes}")
 
 
 def is_curate(observation: dict[str, Any]) -> bool:

@@ -37,10 +37,12 @@ class HFConfig:
     prefix_cache_mb: int = 1024  # prompt keys/values kept for later prompts sharing their prefix (0: off)
     system_prompt: str | None = None  # a system message before each prompt (None: the chat template's default)
     base_model: str | None = None  # an adapter's base (None: $SKILLRISE_BASE_MODEL, else its adapter config's)
+    chat_template_kwargs: dict[str, Any] | None = None  # keyword arguments of the chat template (the training's)
 
 
 class HFAgent(Agent):
     name: ClassVar[str] = "hf"
+    can_prefill = True  # each answer is the observation's answer_prefix plus the model's continuation of it
 
     def __init__(self, config: HFConfig, model: Any = None, tokenizer: Any = None) -> None:
         import torch
@@ -92,7 +94,8 @@ class HFAgent(Agent):
         from skillrise_gym.models import encode_chat
 
         return encode_chat(self.tokenizer, prompt, prefix, max_tokens=self.config.max_prompt_tokens,
-                           system_prompt=self.config.system_prompt)
+                           system_prompt=self.config.system_prompt,
+                           template_kwargs=dict(self.config.chat_template_kwargs or {}))
 
     def generate(self, prompts: Sequence[str], prefixes: Sequence[str] | None = None) -> list[AgentOutput]:
         """One batched `generate` call for `prompts`; each answer is its prefix plus the completion."""
@@ -139,7 +142,13 @@ class HFAgent(Agent):
                 "temperature": c.temperature, "top_p": c.top_p, "max_prompt_tokens": c.max_prompt_tokens,
                 "seed": c.seed, **({"system_prompt": c.system_prompt} if c.system_prompt is not None else {}),
                 **({"dtype": c.dtype} if c.dtype is not None else {}),
+                **({"chat_template_kwargs": dict(c.chat_template_kwargs)} if c.chat_template_kwargs else {}),
                 **(self.adapter or {})}
+
+    def framing(self) -> dict[str, Any]:
+        c = self.config
+        return {"max_new_tokens": c.max_new_tokens, "max_prompt_tokens": c.max_prompt_tokens,
+                "system_prompt": c.system_prompt, "chat_template_kwargs": dict(c.chat_template_kwargs or {})}
 
     def close(self) -> None:
         self.model = None

@@ -19,12 +19,13 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import signal
 import sys
 import threading
 from typing import Any, Sequence
 
-from skillrise_gym.agents.base import Agent
+from skillrise_gym.agents.base import Agent, check_prefill
 from skillrise_gym.backends.base import ConfigurationError, DataNotFoundError, MissingDependencyError, SkillRiseError
 from skillrise_gym.bench.runner import ENVS, BenchConfig, parse_backend_options, run_bench  # noqa: F401 (re-exported)
 from skillrise_gym.bench.store import OutputError, RunDirError
@@ -36,7 +37,7 @@ EXIT_OK, EXIT_USAGE, EXIT_AGENT, EXIT_ENV, EXIT_OUTPUT, EXIT_INTERRUPTED = 0, 2,
 #: where BenchConfig's flags appear in --help, in order ("env" first, then --agent): their names, defaults,
 #: types and help are the fields' (`BenchConfig`, `cli_fields.option`)
 MEASURE_FLAGS = ("K", "mode", "num_sequences", "split", "seed", "max_task_steps", "family", "backend_options",
-                 "carry", "prompt_style", "out")
+                 "carry", "prompt_style", "end_on_success", "out")
 EXECUTION_FLAGS = ("workers", "parallel", "worker_timeout", "ray_address", "ray_num_cpus", "ray_memory", "progress",
                    "plots")
 
@@ -64,6 +65,11 @@ def build_parser() -> argparse.ArgumentParser:
                      help="expert (the backend's scripted expert), random, openai (an OpenAI-compatible "
                      "server), hf (local transformers)")
     add_arguments(run, BenchConfig, MEASURE_FLAGS)
+    run.add_argument("--episode", default=None, metavar="PATH",
+                     help="play the episode a policy was trained on (its episode.json: a training run's folder, "
+                     "final/, checkpoint-N/ or the file): its carry mode, prompt style, step limit, engine options "
+                     "and call framing become the defaults of the flags you do not give (default: read from "
+                     "--model's folder with --agent hf)")
     exe = p.add_argument_group("execution")
     add_arguments(exe, BenchConfig, EXECUTION_FLAGS)
     unplaced = {f.name for f in flag_fields(BenchConfig)} - {"env", *MEASURE_FLAGS, *EXECUTION_FLAGS}
@@ -92,6 +98,10 @@ def build_parser() -> argparse.ArgumentParser:
                      help="openai, hf: a system message before every prompt ('' sends an empty one, which stops "
                           "chat templates such as SmolLM2's from injecting their own; default: none)")
     llm.add_argument("--concurrency", type=int, default=4, help="openai: requests in flight")
+    llm.add_argument("--prefill", default=None, choices=["continue"],
+                     help="openai: continue: send a compact prompt's answer prefix (its opening tag) as a final "
+                     "assistant message for the server to continue (continue_final_message, as vLLM serves it); "
+                     "default: the server starts a fresh reply, so compact prompts are refused")
     llm.add_argument("--batch-size", type=int, default=8, help="hf: prompts generated together")
     llm.add_argument("--max-prompt-tokens", type=int, default=4096, help="hf: longer prompts keep their end")
     llm.add_argument("--device", default="cpu", help="hf: torch device")
@@ -132,10 +142,10 @@ def make_agent(args: argparse.Namespace, benchmark: str) -> Agent:
             base_url=args.base_url, model=args.model, api_key_env=args.api_key_env, temperature=args.temperature,
             top_p=args.top_p, max_tokens=args.max_tokens, timeout_s=args.timeout, max_retries=args.max_retries,
             retry_deadline_s=args.retry_deadline, concurrency=args.concurrency, seed=args.seed,
-            system_prompt=args.system_prompt,
+            system_prompt=args.system_prompt, prefill=args.prefill,
         ))
-    if args.base_url:
-        raise ValueError("--base-url belongs to --agent openai")
+    if args.base_url or args.prefill:
+        raise ValueError(f"--{'base-url' if args.base_url else 'prefill'} belongs to --agent openai")
     from skillrise_gym.agents.hf_agent import HFAgent, HFConfig
 
     return HFAgent(HFConfig(
@@ -144,6 +154,7 @@ def make_agent(args: argparse.Namespace, benchmark: str) -> Agent:
         max_prompt_tokens=args.max_prompt_tokens, seed=args.seed, device=args.device, threads=args.threads,
         dtype=args.dtype, prefix_cache_mb=args.prefix_cache_mb,
         system_prompt=args.system_prompt, base_model=args.base_model,
+        chat_template_kwargs=getattr(args, "chat_template_kwargs", None),
     ))
 
 
@@ -194,6 +205,108 @@ def rescore_main(argv: Sequence[str]) -> int:
     return 0 if not differences else 1
 
 
+def given_flags(parser: argparse.ArgumentParser, argv: Sequence[str]) -> set[str]:
+    """The destinations of the flags `argv` gives explicitly (whatever their value)."""
+    for action in parser._actions:
+        action.default = argparse.SUPPRESS
+        action.required = False
+    return set(vars(parser.parse_known_args(list(argv))[0]))
+
+
+def saved_episode(args: argparse.Namespace) -> Any:
+    """The `episode.SavedEpisode` this run follows: --episode's, else (--agent hf) the --model folder's; None
+    when there is none. --episode naming nothing that holds one is an error."""
+    from skillrise_gym import episode
+
+    if args.episode is not None:
+        saved = episode.load(args.episode)
+        if saved is None:
+            raise ValueError(f"--episode {args.episode}: no {episode.FILE} there (a training run's folder, its "
+                             f"final/ or checkpoint-N/, or the file itself)")
+        return saved
+    if args.agent == "hf" and args.model and os.path.isdir(os.path.expanduser(args.model)):
+        return episode.load(args.model)
+    return None
+
+
+#: EpisodeSpec field -> the bench flag (argparse destination) it is the default of
+EPISODE_FLAGS = {"mode": "mode", "carry": "carry", "end_on_success": "end_on_success",
+                 "max_task_steps": "max_task_steps", "prompt_style": "prompt_style",
+                 "backend_options": "backend_options", "max_new_tokens": "max_tokens",
+                 "max_prompt_tokens": "max_prompt_tokens", "system_prompt": "system_prompt"}
+
+
+def adopt_episode(args: argparse.Namespace, spec: Any, given: set[str]) -> None:
+    """The saved episode's values for every flag the command line did not give (`EPISODE_FLAGS`), and its chat
+    template arguments (no flag)."""
+    for name, dest in EPISODE_FLAGS.items():
+        value = getattr(spec, name)
+        if dest in given or (value is None and name in ("max_new_tokens", "max_prompt_tokens")):
+            continue
+        if name == "carry":
+            value = [value]
+        elif name == "backend_options":
+            value = [f"{key}={json.dumps(item)}" for key, item in value.items()]
+        setattr(args, dest, value)
+    args.chat_template_kwargs = dict(spec.chat_template_kwargs) or None
+
+
+def compare_episode(saved: Any, config: BenchConfig, agent: Agent, log: Any) -> dict[str, Any]:
+    """Say once how this run's episode relates to the saved one (the same, or which fields differ: a run
+    that changes one measures another episode than the one trained), and return it for the manifest."""
+    from skillrise_gym.episode import FRAMING, describe_value
+
+    trained = saved.spec
+    framing = agent.framing()
+    carry = trained.carry if trained.carry in config.carry else config.carry[0]
+    now = config.episode(trained.K, carry, agent)
+    names = tuple(n for n in trained.shape_fields() if n not in FRAMING or n in framing)
+    differs = trained.differences(now, names)
+    others = [mode for mode in config.carry if mode != carry]
+    panel = (f"trained on split {trained.split} at K={trained.K}; measured on split {config.split} at "
+             f"K={' '.join(map(str, config.K))}")
+    if differs:
+        shown = "; ".join(f"{name} {describe_value(new)} (trained {describe_value(old)})"
+                          for name, (old, new) in differs.items())
+        log(f"skillrise-bench: warning: this run differs from the episode {saved.path} was trained on: {shown}. "
+            "Its numbers measure another episode than the one trained.")
+    else:
+        log(f"skillrise-bench: playing the episode {saved.path} was trained on ({trained.prompt_style} prompts, "
+            f"carry {trained.carry}, {trained.max_task_steps} steps a task)")
+    log(f"skillrise-bench: {panel}" + (f"; also played: carry {', '.join(others)} (trained with {carry})"
+                                       if others else ""))
+    return {"from": str(saved.path), "differs": {name: [old, new] for name, (old, new) in differs.items()},
+            **({"also_played": others} if others else {})}
+
+
+def no_episode_note(model: str | None) -> str | None:
+    """For --agent hf with a trained model folder that saved no episode (a run of an earlier version): the
+    note that the bench's defaults are played, and the flags that would play the training's."""
+    from pathlib import Path
+
+    if not model or not os.path.isdir(os.path.expanduser(model)):
+        return None
+    folder = Path(model).expanduser()
+    run = next((p for p in (folder, folder.parent) if (p / "config.json").is_file()
+                and '"algo"' in (p / "config.json").read_text(encoding="utf-8", errors="replace")), None)
+    trained = run is not None or (folder / "adapter_config.json").is_file() or (folder / "trainer_state.json").is_file()
+    if not trained:
+        return None
+    hint = ""
+    if run is not None:
+        try:
+            recorded = json.loads((run / "config.json").read_text(encoding="utf-8"))
+            style = recorded.get("prompt_style")
+            style = {"auto": "compact (auto: compact for models under 1B parameters)"}.get(style, style)
+            hint = (f" {run / 'config.json'} records prompt_style {style}, max_new_tokens "
+                    f"{recorded.get('max_new_tokens')}, max_task_steps {recorded.get('max_task_steps')}:"
+                    " pass them as --prompt-style, --max-tokens and --max-task-steps.")
+        except (OSError, ValueError, AttributeError):
+            pass
+    return (f"skillrise-bench: note: {model} holds no episode.json (trained before episodes were saved?): "
+            f"playing the bench's defaults, which may not be the prompts it was trained on.{hint}")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv[:1] == ["rescore"]:
@@ -207,12 +320,27 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(message, file=sys.stderr, flush=True)
 
     try:
-        config = BenchConfig(**field_values(args, BenchConfig))  # --backend-option KEY=VALUE parsed here
+        saved = saved_episode(args)  # a trained policy's episode: the defaults of the flags not given
+        if saved is not None:
+            adopt_episode(args, saved.spec, given_flags(build_parser(), argv))
+        elif args.agent == "hf":
+            note = no_episode_note(args.model)
+            if note:
+                log(note)
+        config = BenchConfig(**field_values(args, BenchConfig),  # --backend-option KEY=VALUE parsed here
+                             admissible_actions=saved.spec.admissible_actions if saved is not None else None)
         if config.pool.ray_address:  # an unreachable cluster is refused now, before the run directory is made
             from skillrise_gym.pools.ray import connect
 
             connect(config.pool.ray_address)
         agent = make_agent(args, config.benchmark)
+        try:
+            check_prefill(agent, config.style)
+        except ValueError:
+            agent.close()
+            raise
+        if saved is not None:
+            config.episode_from = compare_episode(saved, config, agent, log)
     except (ValueError, RunDirError) as exc:
         log(f"skillrise-bench: error: {exc}")
         return EXIT_USAGE

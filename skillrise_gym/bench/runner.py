@@ -45,6 +45,7 @@ from skillrise_gym.bench import metrics
 from skillrise_gym.benchmarks import bench_envs
 from skillrise_gym.bench.store import CarrySetDir, OutputError, RunStore, carry_dir_name, is_carry_set, trial_id
 from skillrise_gym.cli_fields import option
+from skillrise_gym.episode import EpisodeSpec
 from skillrise_gym.pools import BaseEnvPool, PoolConfig, WorkerError, env_fn, make_pool
 from skillrise_gym.records import Turn, turn_from_step
 from skillrise_gym.sequences import TaskSequence
@@ -116,8 +117,17 @@ class BenchConfig:
         "reflect (per-task reflections); several modes play the same sequences, each in OUT/carry-MODE/, compared "
         "side by side in OUT", metavar="MODE")
     prompt_style: str | None = option(
-        None, "full (reason, then answer) or compact (answer only; small models); default: the backend's",
-        metavar="STYLE")
+        None, "full (reason, then answer) or compact (answer only; small models); default: the backend's, or "
+        "the style the --model folder (or --episode) was trained with", metavar="STYLE")
+    end_on_success: bool = option(
+        False, "end a sequence at its first solved task, without a curate turn after it (LaMer's attempts, "
+        "with --mode repeat); default: off, or as the --model folder (or --episode) was trained")
+    admissible_actions: bool | None = option(
+        None, "observations list the engine's admissible actions (None: the backend's default, or on when the "
+        "agent needs them)", cli=False)
+    #: where the episode's defaults came from (a trained model's episode.json) and how this run differs from
+    #: it: {"from": path, "differs": {field: [trained, now]}} (the bench CLI fills it; part of the identity)
+    episode_from: dict[str, Any] | None = option(None, "the saved episode this run follows", cli=False)
 
     _data_identity: dict[str, str] | None = field(default=None, init=False, repr=False, compare=False)
 
@@ -176,13 +186,37 @@ class BenchConfig:
         one carry mode's run (without: what the modes of one run directory share)."""
         identity = {"env": self.env, "split": self.split, "mode": self.mode, "seed": self.seed,
                     "max_task_steps": self.max_task_steps, "family": self.family,
-                    "backend_options": self.backend_options, "prompt_style": self.style, "agent": agent.describe()}
+                    "backend_options": self.backend_options, "prompt_style": self.style, "agent": agent.describe(),
+                    "end_on_success": self.end_on_success, "episode_from": self.episode_from}
+        if self.admissible_actions is not None:
+            identity["admissible_actions"] = self.admissible_actions
         data = self.data_identity()
         if data:
             identity["data"] = data
         if carry is not None:
             identity["carry"] = carry
         return identity
+
+    def episode(self, K: int, carry: str, agent: Agent | None = None) -> EpisodeSpec:
+        """The episode one carry mode plays at one K: every env of that block is made from it; with `agent`,
+        the episode it sees (admissible actions on when it needs them, and its call framing)."""
+        admissible = self.admissible_actions
+        if agent is not None and agent.needs_admissible:
+            admissible = True
+        return EpisodeSpec.resolve(
+            self.env, K, self.split, mode=self.mode, carry=carry, end_on_success=self.end_on_success,
+            max_task_steps=self.max_task_steps, prompt_style=self.style, family=self.family,
+            admissible_actions=admissible, backend_options=self.backend_options,
+            **(agent.framing() if agent is not None else {}))
+
+    @classmethod
+    def from_episode(cls, spec: EpisodeSpec, **settings: Any) -> "BenchConfig":
+        """A bench that plays `spec` (its K, its carry mode, on its split); `settings`: the run's other fields
+        (out, num_sequences, seed, workers...). The trainer's evaluation is one."""
+        return cls(env=spec.env, K=[spec.K], split=spec.split, mode=spec.mode, carry=[spec.carry],
+                   end_on_success=spec.end_on_success, max_task_steps=spec.max_task_steps,
+                   prompt_style=spec.prompt_style, family=spec.family, admissible_actions=spec.admissible_actions,
+                   backend_options=dict(spec.backend_options), **settings)
 
     def data_identity(self) -> dict[str, str]:
         """The backend's data source and fingerprint for these options (computed once)."""
@@ -301,14 +335,11 @@ class BenchRunner:
             env.close()
 
     def _env_kwargs(self, K: int) -> dict[str, Any]:
-        c = self.config
-        kwargs: dict[str, Any] = {"K": K, "split": c.split, "mode": c.mode, "max_task_steps": c.max_task_steps,
-                                  "family": c.family, "backend_options": dict(c.backend_options),
-                                  "carry": self.carry, "prompt_style": c.style}
+        """The envs of this mode at this K: its episode (`BenchConfig.episode`), and the expert's action in
+        `info` for an agent that reads it."""
+        kwargs = self.config.episode(K, self.carry, self.agent).env_kwargs()
         if self.agent.needs_expert_info:
             kwargs["expert_in_info"] = True
-        if self.agent.needs_admissible:
-            kwargs["admissible_actions"] = True
         return kwargs
 
     # ----------------------------------------------------------------- playing one K

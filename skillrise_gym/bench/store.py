@@ -47,7 +47,7 @@ OUTPUTS = {MANIFEST, TURNS, RESULTS, LOCK, "summary.json", "summary.md", "rescor
            "success_vs_K.png"}
 #: identity keys added after run directories already existed, and the value they had before (a manifest
 #: without the key was written by a run that used that value, so it still resumes)
-LEGACY_IDENTITY = {"carry": "skill", "prompt_style": "full"}
+LEGACY_IDENTITY = {"carry": "skill", "prompt_style": "full", "end_on_success": False, "episode_from": None}
 
 
 class RunDirError(SkillRiseError, ValueError):
