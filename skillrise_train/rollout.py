@@ -1,5 +1,7 @@
 """Rollouts: S sequences x G trials per step, played on a fixed pool of N SequenceEnvs (an `EnvPool`, or a
-`RayEnvPool` with a Ray address: `skillrise_gym.pools`).
+`RayEnvPool` with a Ray address: `skillrise_gym.pools`) by `skillrise_gym.player.Player`, the loop the bench
+plays with too (free envs, queue, resets, replays after a lost worker); this module keeps what is the
+trainer's own: the plans, the per-turn sampling seeds, the records with their credit tags.
 
 Two ways to play, the same turns (`overlap`):
 - Lockstep rounds (default): every trial in play contributes its current prompt; all prompts go to the
@@ -47,22 +49,20 @@ lives in `samples.py`; splits and the pool's size in `rollout_setup.py`.
 from __future__ import annotations
 
 import logging
-import time
 import zlib
-from collections import deque
-from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
 from skillrise_gym.agents.base import stable_seed
 from skillrise_gym.env import SequenceEnv
 from skillrise_gym.episode import EpisodeSpec
-from skillrise_gym.pools import WorkerError, env_fn, make_pool, unpack
+from skillrise_gym.player import Player, Trial
+from skillrise_gym.pools import env_fn, make_pool
 from skillrise_gym.records import turn_from_step
 from skillrise_gym.sequences import SequenceSampler, TaskSequence
 from skillrise_train.algorithms import algorithm
 from skillrise_train.credit import anchor_key
 from skillrise_train.distributed import Ranks, shard
-from skillrise_train.pacing import Pacer, Progress
+from skillrise_train.pacing import Progress
 from skillrise_train.rollout_setup import RolloutConfig, pool_size, training_episode
 from skillrise_train.samples import Completion, GenerateFn, RolloutResult, TrialPlan, TurnSample, lockstep_order
 
@@ -70,22 +70,6 @@ logger = logging.getLogger("skillrise_train")
 
 # Offsets that keep evaluation draws apart from training draws of the same seed.
 EVAL_SEED_OFFSET = 1_000_003
-
-
-@dataclass
-class _Schedule:
-    """One rollout's bookkeeping: the trial each env is playing, and the trials waiting for an env."""
-
-    plans: list[TrialPlan]
-    queue: deque[int]  # indices into plans, in the order they will start
-    attempts: list[int]  # plays started so far, per plan
-    slots: dict[int, int] = field(default_factory=dict)  # env index -> index into plans of the trial it plays
-    turns: dict[int, int] = field(default_factory=dict)  # index into plans -> turns its current play has taken
-    step: int = 0  # the training step (seeds resets and sampling)
-    observations: dict[int, dict[str, Any]] = field(default_factory=dict)  # env index -> its trial's latest
-
-    def trial(self, env_index: int) -> TrialPlan:
-        return self.plans[self.slots[env_index]]
 
 
 def _reset_seed(*parts: Any) -> int:
@@ -155,232 +139,74 @@ class RolloutEngine:
 
     # ------------------------------------------------------------------ playing
     def play(self, plans: Sequence[TrialPlan], generate: GenerateFn, step: int = 0) -> RolloutResult:
-        """Play every planned trial to its end on the pool's envs, a waiting trial starting on whichever env
-        frees up: in rounds (every trial in play generated together, then every env stepped), or with
-        `overlap` as the trials become ready (see "Overlap" in the module docstring)."""
+        """Play every planned trial to its end on the pool's envs (`skillrise_gym.player.Player`: the loop the
+        bench plays with too), a waiting trial starting on whichever env frees up: in rounds, or with
+        `overlap` as the trials become ready (see "Overlap" in the module docstring). Each turn is sampled
+        with its own seed; what a turn becomes (its record, credit tag and tokens) is `_record`'s."""
         result = RolloutResult(samples=[], task_rewards={}, success={}, plans=list(plans))
         for plan in plans:
             result.task_rewards[plan.trial_id] = [0.0] * len(plan.task_ids)
-        schedule = _Schedule(list(plans), deque(range(len(plans))), [0] * len(plans), step=step)
-        progress = Progress(self.progress, step, len(plans))
-        if self.config.overlap:
-            self._play_overlapped(schedule, generate, result, progress)
-        else:
-            self._play_lockstep(schedule, generate, result, progress)
-        return lockstep_order(result)
-
-    def _play_lockstep(self, schedule: _Schedule, generate: GenerateFn, result: RolloutResult,
-                       progress: Progress) -> None:
-        """Rounds: the prompts of every trial in play in one generation (in calls of `generation_batch`),
-        then every env stepped, waiting for the slowest."""
-        started = time.perf_counter()
-        self._start(schedule, result)
-        result.env_seconds += time.perf_counter() - started
-        while schedule.slots:
-            live = sorted(schedule.slots, key=schedule.slots.__getitem__)  # envs, in their trials' plan order
-            prompts = [schedule.observations[i]["prompt"] for i in live]
-            started = time.perf_counter()
-            completions: list[Completion] = []
-            for start in range(0, len(live), self.config.generation_batch):
-                completions.extend(self._generate(generate, schedule, live[start:start + self.config.generation_batch]))
-            result.generation_seconds += time.perf_counter() - started
-
-            started = time.perf_counter()
-            # the trials on a lost worker start again (below); the others go on
-            outcomes, lost = self._pool_call(schedule, self.pool.step_many,
-                                             {i: c.text for i, c in zip(live, completions)})
-            result.env_seconds += time.perf_counter() - started
-            for index, completion, prompt in zip(live, completions, prompts):
-                if index not in lost:
-                    self._record(schedule, index, prompt, completion, outcomes[index], result)
-            started = time.perf_counter()
-            if lost:
-                self._requeue(lost, schedule, result)
-            self._start(schedule, result)
-            result.env_seconds += time.perf_counter() - started
-            progress.tick(schedule, result)
-
-    def _play_overlapped(self, schedule: _Schedule, generate: GenerateFn, result: RolloutResult,
-                         progress: Progress) -> None:
-        """As the trials become ready: envs step (in their workers or actors) while the model generates for
-        other trials. When trials wait for the model and envs are still busy, `Pacer` decides between a
-        call now and waiting for the busy ones to join it."""
-        pool = self.pool
-        if pool.workers == 0 and not self._warned_in_process:
+        if self.config.overlap and self.pool.workers == 0 and not self._warned_in_process:
             self._warned_in_process = True
             logger.warning("overlap without env workers or Ray: envs in this process step while nothing else "
                            "runs, so nothing overlaps (set env_workers or ray_address)")
-        pacer = Pacer(self.config.overlap_wait)
-        waiting: dict[int, float] = {}  # env -> since when its trial waits for the model
-        sent: dict[int, float] = {}  # env -> when its pending command was sent
-        asked: dict[int, tuple[str, Completion]] = {}  # env -> the prompt and completion it is stepping
-        started = time.perf_counter()
-        sent.update(dict.fromkeys(self._submit_starts(schedule), started))
-        result.env_seconds += time.perf_counter() - started
-        while schedule.slots or schedule.queue:
-            started = time.perf_counter()
-            # how long to wait for replies: the pacer's (None: nothing waits for the model, so block for an env)
-            replies, lost = self._pool_call(schedule, pool.receive, pacer.wait(waiting, sent)) if sent else ({}, set())
-            now = time.perf_counter()
-            for index, reply in sorted(replies.items()):
-                pacer.answered(now - sent.pop(index))
-                if index in asked:  # a step
-                    prompt, completion = asked.pop(index)
-                    if self._record(schedule, index, prompt, completion, reply, result):
-                        waiting[index] = now
-                else:  # a reset
-                    self._started(schedule, index, reply, result)
-                    if index in schedule.slots:
-                        waiting[index] = now
-            if lost:
-                for index in lost:
-                    waiting.pop(index, None)
-                    asked.pop(index, None)
-                    sent.pop(index, None)
-                self._requeue(lost, schedule, result)
-            sent.update(dict.fromkeys(self._submit_starts(schedule), time.perf_counter()))
-            result.env_seconds += time.perf_counter() - started
-            if not waiting or (sent and pacer.wait(waiting, sent) != 0.0):
-                continue
-            ready = sorted(waiting, key=schedule.slots.__getitem__)  # in plan order
-            for start in range(0, len(ready), self.config.generation_batch):
-                chunk = ready[start:start + self.config.generation_batch]
-                began = time.perf_counter()
-                completions = self._generate(generate, schedule, chunk)
-                pacer.generated(len(chunk), time.perf_counter() - began)
-                result.generation_seconds += time.perf_counter() - began
-                began = time.perf_counter()
-                for index, completion in zip(chunk, completions):
-                    waiting.pop(index)
-                    asked[index] = (schedule.observations[index]["prompt"], completion)
-                    sent[index] = began
-                pool.submit_steps({i: c.text for i, c in zip(chunk, completions)})  # they step while the next chunk generates
-                result.env_seconds += time.perf_counter() - began
-            progress.tick(schedule, result)
+        trials = [Trial(n, list(plan.task_ids), _reset_seed(self.config.seed, step, plan.trial_id), plan.trial_id,
+                        key=plan) for n, plan in enumerate(plans)]
+        player = Player(self.pool, max_attempts=self.config.max_attempts, batch=self.config.generation_batch,
+                        overlap=self.config.overlap, overlap_wait=self.config.overlap_wait, log=logger.warning)
+        progress = Progress(self.progress, step, len(plans))
 
-    def _generate(self, generate: GenerateFn, schedule: _Schedule, envs: list[int]) -> list[Completion]:
-        """One generation call for the trials of these envs, each prompt with its turn's seed (the same for a
-        replayed trial's turn)."""
-        observations = [schedule.observations[i] for i in envs]
-        seeds = [stable_seed(self.config.seed, schedule.step, schedule.trial(i).trial_id, "turn",
-                             schedule.turns[schedule.slots[i]]) for i in envs]
-        return generate([o["prompt"] for o in observations], [str(o.get("answer_prefix") or "") for o in observations],
-                        seeds)
+        def act(chunk: list[Trial]) -> list[Completion]:
+            # the same seed for a turn however it is batched, and again when a lost trial is replayed
+            observations = [t.observation or {} for t in chunk]
+            seeds = [stable_seed(self.config.seed, step, t.key.trial_id, "turn", t.turns) for t in chunk]
+            return generate([o["prompt"] for o in observations],
+                            [str(o.get("answer_prefix") or "") for o in observations], seeds)
 
-    def _record(self, schedule: _Schedule, index: int, prompt: str, completion: Completion,
-                outcome: tuple[Any, ...], result: RolloutResult) -> bool:
-        """Record env `index`'s step (the turn, its credit tag and tokens); True while its trial goes on,
-        False when it ended (its env is then free for the next trial)."""
-        plan = schedule.trial(index)
-        schedule.turns[schedule.slots[index]] += 1
+        def ended(trial: Trial, info: dict[str, Any]) -> None:
+            result.success[trial.key.trial_id] = [bool(s) for s in (info.get("summary") or {}).get("success", [])]
+
+        def lost(trial: Trial, replay: bool, reason: str) -> None:
+            # its turns so far are dropped; it plays again from the start, or (attempts spent) it is dropped from
+            # this rollout with the reason in `result.dropped` (its group trains on the trials that finished)
+            plan = trial.key
+            result.samples = [s for s in result.samples if s.turn.trial_id != plan.trial_id]
+            result.success.pop(plan.trial_id, None)
+            if replay:
+                result.task_rewards[plan.trial_id] = [0.0] * len(plan.task_ids)
+                result.replayed += 1
+                return
+            result.task_rewards.pop(plan.trial_id, None)
+            result.dropped[plan.trial_id] = reason
+            logger.warning("dropping trial %s from this rollout: %s", plan.trial_id, reason)
+
+        stats = player.play(trials, act, lambda trial, seen, completion, reply:
+                            self._record(trial, seen, completion, reply, result, step),
+                            ended, on_lost=lost, on_round=lambda: progress.tick(player, result))
+        result.generation_seconds += stats.act_seconds
+        result.env_seconds += stats.env_seconds
+        return lockstep_order(result)
+
+    def _record(self, trial: Trial, seen: dict[str, Any], completion: Completion, outcome: tuple[Any, ...],
+                result: RolloutResult, step: int) -> None:
+        """One step of a trial: its turn (from the observation `seen` it was asked from), credit tag and tokens."""
+        plan: TrialPlan = trial.key
         obs, reward, terminated, truncated, info = outcome
         position = int(info["position"])
         role = info["role"]
         if role == "solve":
             result.task_rewards[plan.trial_id][position] += float(reward) * self.config.success_reward
         turn = turn_from_step(
-            prompt=prompt, response=completion.text, reward=reward, info=info,
+            prompt=seen["prompt"], response=completion.text, reward=reward, info=info,
             sequence_id=plan.sequence.id, trial_id=plan.trial_id, benchmark=plan.sequence.tasks[0].benchmark,
             prompt_tokens=len(completion.prompt_ids), completion_tokens=len(completion.completion_ids),
             position_offset=plan.position_offset,
-            extra={"step": schedule.step, "group_id": plan.group_id, "prompt_truncated": completion.prompt_truncated,
+            extra={"step": step, "group_id": plan.group_id, "prompt_truncated": completion.prompt_truncated,
                    "completion_cut": completion.cut},
         )
-        seen = schedule.observations[index]  # what the turn was asked from: GiGPO's anchor state
+        # what the turn was asked from: GiGPO's anchor state
         result.samples.append(TurnSample(turn, completion.prompt_ids, completion.completion_ids,
                                          completion.sampler_logps, anchor_key(seen) if role == "solve" else None))
         result.completion_tokens += len(completion.completion_ids)
         result.prompt_tokens += len(completion.prompt_ids)
         result.truncated_prompts += int(completion.prompt_truncated)
-        if terminated or truncated:
-            summary = info.get("summary") or {}
-            result.success[plan.trial_id] = [bool(s) for s in summary.get("success", [])]
-            del schedule.slots[index]  # the env takes the next trial
-            schedule.observations.pop(index)
-            return False
-        schedule.observations[index] = obs
-        return True
-
-    def _start(self, schedule: _Schedule, result: RolloutResult) -> None:
-        """Start waiting trials on every free env, in env order: reset to their sequence's start (the same
-        reset seed every time, whichever env plays it). An env whose trial has nothing to play (its tasks
-        failed to load) takes the next one; the trials of an env worker lost meanwhile wait again."""
-        while True:
-            requests = self._assign(schedule)
-            if not requests:
-                return
-            replies, lost = self._pool_call(schedule, self.pool.reset_many, requests)
-            for index, reply in sorted(replies.items()):
-                self._started(schedule, index, reply, result)
-            if lost:
-                self._requeue(lost, schedule, result)
-
-    def _submit_starts(self, schedule: _Schedule) -> list[int]:
-        """`_start` without waiting: the resets of the trials that can start now are sent (to these envs);
-        their replies come with the steps' (`_started`)."""
-        requests = self._assign(schedule)
-        if requests:
-            self.pool.submit_resets(requests)
-        return list(requests)
-
-    def _assign(self, schedule: _Schedule) -> dict[int, tuple[int, dict[str, Any]]]:
-        """Give the next waiting trials to the free envs (in env order): their reset requests."""
-        free = [i for i in range(self.pool.num_envs) if i not in schedule.slots]
-        requests = {}
-        for index in free[: len(schedule.queue)]:
-            trial = schedule.queue.popleft()
-            schedule.slots[index] = trial
-            schedule.turns[trial] = 0
-            schedule.attempts[trial] += 1
-            plan = schedule.plans[trial]
-            requests[index] = (_reset_seed(self.config.seed, schedule.step, plan.trial_id), {"task_ids": plan.task_ids})
-        return requests
-
-    def _started(self, schedule: _Schedule, index: int, reply: tuple[Any, Any], result: RolloutResult) -> None:
-        """A trial's reset came back: its first observation, or (its tasks failed to load: nothing to
-        generate) its result, and the env is free again."""
-        obs, info = reply
-        if info.get("sequence_done"):
-            result.success[schedule.trial(index).trial_id] = [bool(s) for s in info["summary"]["success"]]
-            del schedule.slots[index]
-        else:
-            schedule.observations[index] = obs
-
-    @staticmethod
-    def _pool_call(schedule: _Schedule, call: Callable[..., dict[int, Any]], *args: Any
-                   ) -> tuple[dict[int, Any], set[int]]:
-        """`call(*args)` on the pool: (the replies that came, the envs whose worker was lost). A lost
-        worker loses every env it holds, also the ones this call did not ask anything of (a trial
-        mid-episode, while another env of that worker was being reset)."""
-        try:
-            return call(*args), set()
-        except WorkerError as exc:
-            playing = [schedule.trial(i).trial_id for i in exc.indices if i in schedule.slots]
-            logger.warning("%s; restarting trial(s) %s", exc, playing)
-            return unpack(exc.replies), set(exc.indices)
-
-    def _requeue(self, lost: set[int], schedule: _Schedule, result: RolloutResult) -> None:
-        """Trials whose env worker died or hung: their turns so far are dropped and they wait again, first in
-        line, to play from the start on the next free env, up to `max_attempts` plays in all; after that they
-        are dropped from this rollout with the reason in `result.dropped` (their group trains on the trials
-        that finished)."""
-        again = []
-        for index in sorted(lost):
-            if index not in schedule.slots:  # an env without a trial (it ended, or none was waiting)
-                continue
-            trial = schedule.slots.pop(index)
-            schedule.observations.pop(index, None)
-            plan = schedule.plans[trial]
-            result.samples = [s for s in result.samples if s.turn.trial_id != plan.trial_id]
-            result.success.pop(plan.trial_id, None)
-            if schedule.attempts[trial] >= self.config.max_attempts:
-                result.task_rewards.pop(plan.trial_id, None)
-                result.dropped[plan.trial_id] = f"its env worker died or hung {schedule.attempts[trial]} times"
-                logger.warning("dropping trial %s from this rollout: %s", plan.trial_id, result.dropped[plan.trial_id])
-                continue
-            result.task_rewards[plan.trial_id] = [0.0] * len(plan.task_ids)
-            result.replayed += 1
-            again.append(trial)
-        schedule.queue.extendleft(sorted(again, reverse=True))
-
-

@@ -11,7 +11,7 @@ import pytest
 
 from skillrise_gym.pools import EnvPool, WorkerError, env_fn
 from skillrise_train.config import TrainConfig
-from skillrise_train.pacing import Pacer as _Pacer
+from skillrise_gym.player import Pacer as _Pacer
 from test_train_rollout import (G, K, S, assert_nothing_lost_or_duplicated, credit, engine, generate, kill_worker,
                                 play, play_killing, turns, undisturbed)
 

@@ -34,7 +34,6 @@ import dataclasses
 import json
 import threading
 import time
-from collections import deque
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
@@ -46,7 +45,8 @@ from skillrise_gym.benchmarks import bench_envs
 from skillrise_gym.bench.store import CarrySetDir, OutputError, RunStore, carry_dir_name, is_carry_set, trial_id
 from skillrise_gym.cli_fields import option
 from skillrise_gym.episode import EpisodeSpec
-from skillrise_gym.pools import BaseEnvPool, PoolConfig, WorkerError, env_fn, make_pool
+from skillrise_gym.player import Player, Trial
+from skillrise_gym.pools import PoolConfig, WorkerError, env_fn, make_pool
 from skillrise_gym.records import Turn, turn_from_step
 from skillrise_gym.sequences import TaskSequence
 
@@ -92,16 +92,20 @@ class BenchConfig:
     num_sequences: int = option(20, "sequences per K")
     split: str | None = option(None, "backend split (default: the backend's first)")
     seed: int = option(0, "draws the sequences; seeds random agent and bootstrap")
-    workers: int = option(1, "env worker processes (0: in this process)")
-    parallel: int | None = option(None, "sequences in flight (default: max(workers, agent batch size))")
+    workers: int = option(1, "env worker processes (0: in this process)", flag="--env-workers",
+                          aliases=("--workers",))
+    parallel: int | None = option(None, "envs, each playing one sequence at a time (default: max(env workers, "
+                                  "agent batch size))", flag="--envs", aliases=("--parallel",))
     max_task_steps: int | None = option(None, "per-task step limit (default: backend's)")
     family: str | None = option(None, "draw only from this task family")
     backend_options: dict[str, Any] = option(
         {}, "backend keyword argument (VALUE parsed as JSON when it can be); repeatable", flag="--backend-option",
         metavar="KEY=VALUE", action="append", parse=parse_backend_options)
-    worker_timeout: float | None = option(600.0, "seconds per round before a worker is restarted")
+    worker_timeout: float | None = option(600.0, "seconds a worker (or Ray actor) may take to answer one round "
+                                          "before it is replaced and its sequences replayed",
+                                          flag="--env-timeout", aliases=("--worker-timeout",))
     ray_address: str | None = option(
-        None, "run each env in a Ray actor instead of --workers processes: local (a Ray instance on this machine) "
+        None, "run each env in a Ray actor instead of --env-workers processes: local (a Ray instance on this machine) "
         "or a running cluster's address (host:port, ray://host:10001, auto); needs pip install 'skillrise-gym[ray]'",
         metavar="ADDRESS")
     ray_num_cpus: float | None = option(
@@ -110,6 +114,8 @@ class BenchConfig:
     ray_memory: float | None = option(
         None, "with --ray-address: memory reserved per env, e.g. 1.5e9 for a ScienceWorld JVM", metavar="BYTES")
     max_attempts: int = option(2, "plays of a sequence whose worker died before the run gives up", cli=False)
+    overlap: bool = option(False, "step envs while the agent answers for other sequences, instead of in rounds "
+                           "(with --env-workers or --ray-address; an API agent's calls then hide the envs' time)")
     progress: bool = option(True, "no progress bar", flag="--no-progress")  # False: no progress bar on stderr
     plots: bool = option(True, "no PNG plots", flag="--no-plots")  # False: no PNG plots
     carry: list[str] = option(
@@ -142,9 +148,9 @@ class BenchConfig:
         if self.num_sequences < 1:
             raise ValueError("--num-sequences must be at least 1")
         if self.workers < 0:
-            raise ValueError("--workers must be >= 0")
+            raise ValueError("--env-workers must be >= 0")
         if self.parallel is not None and self.parallel < 1:
-            raise ValueError("--parallel must be at least 1")
+            raise ValueError("--envs must be at least 1")
         self.pool.check()  # the Ray settings: ValueError naming the flag
         cls = backend_class(self.env)
         check_options(cls, self.backend_options)
@@ -236,15 +242,12 @@ class BenchOutcome:
 
 @dataclass
 class _Flight:
-    """One sequence being played on one env slot."""
+    """One sequence's records while it is played (the `Trial.key` of a bench trial): its turns so far (a replay
+    starts them again) and the seconds its agent calls took."""
 
     K: int
     index: int
     sequence: TaskSequence
-    attempt: int
-    started: float = field(default_factory=time.monotonic)
-    observation: dict[str, Any] | None = None
-    info: dict[str, Any] | None = None
     turns: list[Turn] = field(default_factory=list)
     agent_s: float = 0.0
 
@@ -344,90 +347,42 @@ class BenchRunner:
 
     # ----------------------------------------------------------------- playing one K
     def _play(self, K: int, todo: Sequence[tuple[int, TaskSequence]]) -> None:
+        """Play these sequences of one K on a pool of `parallel` envs (`skillrise_gym.player.Player`: the loop
+        the trainer's rollouts play with too); each finished sequence is committed as it ends."""
         c = self.config
         parallel = min(len(todo), c.parallel or max(c.workers, self.agent.batch_size, 1))
         pool = make_pool([env_fn(ENVS[c.env], **self._env_kwargs(K))] * parallel,
                          dataclasses.replace(c.pool, workers=min(c.workers, parallel)))
-        queue: deque[_Flight] = deque(_Flight(K, i, s, attempt=1) for i, s in todo)
-        slots: dict[int, _Flight] = {}
+        trials = []
+        for n, (index, sequence) in enumerate(todo):
+            flight = _Flight(K, index, sequence)
+            trials.append(Trial(n, [t.id for t in sequence.tasks], name=flight.trial_id, key=flight))
+        player = Player(pool, max_attempts=c.max_attempts, overlap=c.overlap,
+                        log=lambda message: self.log(f"warning: {message}"))
         try:
-            self._start(pool, slots, queue, list(range(parallel)))
-            while slots:
-                ids = sorted(slots)
-                outputs = self._act([slots[i] for i in ids])
-                try:
-                    replies = pool.step_many({i: out.text for i, out in zip(ids, outputs)})
-                except WorkerError as exc:
-                    self._replay_after_crash(exc, slots, queue)
-                    self._start(pool, slots, queue, list(range(parallel)))
-                    continue
-                free = []
-                for i, out in zip(ids, outputs):
-                    flight = slots[i]
-                    flight.turns.append(self._turn(flight, out, replies[i]))
-                    observation, _reward, terminated, truncated, info = replies[i]
-                    flight.observation, flight.info = observation, info
-                    if terminated or truncated:
-                        self._commit(flight, info)
-                        del slots[i]
-                        free.append(i)
-                if free:
-                    self._start(pool, slots, queue, free)
+            player.play(trials, self._act,
+                        lambda trial, seen, out, reply: trial.key.turns.append(self._turn(trial.key, seen, out, reply)),
+                        self._commit, on_lost=self._lost)
         finally:
             pool.close()
 
-    def _start(self, pool: BaseEnvPool, slots: dict[int, _Flight], queue: deque[_Flight], free: list[int]) -> None:
-        """Pin the next queued sequences on the free env slots."""
-        while True:
-            requests = {}
-            for i in free:
-                if i in slots or not queue:
-                    continue
-                flight = queue.popleft()
-                flight.started = time.monotonic()
-                slots[i] = flight
-                requests[i] = (None, {"task_ids": [t.id for t in flight.sequence.tasks]})
-            if not requests:
-                return
-            try:
-                replies = pool.reset_many(requests)
-            except WorkerError as exc:
-                self._replay_after_crash(exc, slots, queue)
-                free = list(range(pool.num_envs))
-                continue
-            ended = []
-            for i, (observation, info) in replies.items():
-                slots[i].observation, slots[i].info = observation, info
-                if info.get("sequence_done"):  # its tasks failed to load: recorded as engine errors
-                    self._commit(slots.pop(i), info)
-                    ended.append(i)
-            if not ended:
-                return
-            free = ended
+    def _lost(self, trial: Trial, replay: bool, reason: str) -> None:
+        """A sequence whose worker died or hung: played again from its start, or (attempts spent) the run
+        stops, keeping what finished."""
+        flight: _Flight = trial.key
+        if not replay:
+            raise WorkerError(
+                f"sequence {flight.sequence.id} (K={flight.K}, index {flight.index}) lost its worker "
+                f"{trial.attempts} times; stopping. Finished sequences are kept: re-run to resume.", [])
+        flight.turns, flight.agent_s = [], 0.0
 
-    def _replay_after_crash(self, exc: WorkerError, slots: dict[int, _Flight], queue: deque[_Flight]) -> None:
-        """A worker died: every in-flight sequence is replayed from its start (the pool lost the replies of
-        the round), and those on the dead worker count an attempt."""
-        self.log(f"warning: {exc}; replaying the {len(slots)} sequence(s) in flight")
-        for i in sorted(slots, reverse=True):
-            flight = slots.pop(i)
-            if i in exc.indices:
-                if flight.attempt >= self.config.max_attempts:
-                    raise WorkerError(
-                        f"sequence {flight.sequence.id} (K={flight.K}, index {flight.index}) lost its worker "
-                        f"{flight.attempt} times; stopping. Finished sequences are kept: re-run to resume.",
-                        [i],
-                    ) from exc
-                flight.attempt += 1
-            flight.turns, flight.agent_s = [], 0.0
-            queue.appendleft(flight)
-
-    def _act(self, flights: list[_Flight]) -> list[AgentOutput]:
+    def _act(self, trials: list[Trial]) -> list[AgentOutput]:
         # the trial and how many turns it has taken (a replayed sequence counts again from 0): what an agent
         # that seeds its sampling per turn needs (the trainer's evaluation agent)
-        infos = [{**(f.info or {}), "trial_id": f.trial_id, "turn": len(f.turns)} for f in flights]
+        flights: list[_Flight] = [t.key for t in trials]
+        infos = [{**(t.info or {}), "trial_id": t.key.trial_id, "turn": t.turns} for t in trials]
         started = time.monotonic()
-        outputs = self.agent.act([f.observation for f in flights], infos)
+        outputs = self.agent.act([t.observation for t in trials], infos)
         elapsed = time.monotonic() - started
         if len(outputs) != len(flights):
             raise AgentError(f"agent {self.agent.name} returned {len(outputs)} outputs for {len(flights)} observations")
@@ -438,14 +393,14 @@ class BenchRunner:
         return outputs
 
     # ----------------------------------------------------------------- records
-    def _turn(self, flight: _Flight, out: AgentOutput, reply: tuple) -> Turn:
+    def _turn(self, flight: _Flight, seen: dict[str, Any], out: AgentOutput, reply: tuple) -> Turn:
         observation, reward, _terminated, _truncated, info = reply
         extra: dict[str, Any] = {"K": flight.K, "index": flight.index, "mode": self.config.mode,
                                  "carry": self.carry, "latency_s": round(out.latency_s, 4)}
         if out.extra:
             extra["agent"] = out.extra
         turn = turn_from_step(
-            prompt=str(flight.observation["prompt"]), response=out.text, reward=reward, info=info,
+            prompt=str(seen["prompt"]), response=out.text, reward=reward, info=info,
             sequence_id=flight.sequence.id, trial_id=flight.trial_id, benchmark=self.config.benchmark,
             prompt_tokens=out.prompt_tokens, completion_tokens=out.completion_tokens, extra=extra,
         )
@@ -457,7 +412,8 @@ class BenchRunner:
             turn.extra["truncated"] = cut
         return turn
 
-    def _commit(self, flight: _Flight, info: dict[str, Any]) -> None:
+    def _commit(self, trial: Trial, info: dict[str, Any]) -> None:
+        flight: _Flight = trial.key
         tasks = info["summary"]["tasks"]
         turns = flight.turns
         result = {
@@ -481,8 +437,8 @@ class BenchRunner:
             "prompt_tokens": sum(t.prompt_tokens for t in turns),
             "completion_tokens": sum(t.completion_tokens for t in turns),
             "agent_s": round(flight.agent_s, 4),
-            "wall_s": round(time.monotonic() - flight.started, 4),
-            "attempt": flight.attempt,
+            "wall_s": round(time.monotonic() - trial.started, 4),
+            "attempt": trial.attempts,
             "finished_at": time.time(),
         }
         self.store.commit(turns, result)
