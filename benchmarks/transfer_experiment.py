@@ -58,7 +58,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from skillrise_train.algorithms import algorithm  # noqa: E402
-from skillrise_train.config import option  # noqa: E402  (a field and its --flag's help, as TrainConfig's)
+from skillrise_gym.cli_fields import add_arguments, option  # noqa: E402  (fields and flags, as every CLI's)
 
 RESULTS = ROOT / "benchmarks" / "results"
 ARMS = {
@@ -115,7 +115,7 @@ class Preset:
     eval_K: list[int] = option([1, 2, 4, 6], "sequence lengths of the held-out evaluation")
     eval_sequences: int = option(100, "held-out sequences per K and carry mode")
     eval_temperature: float = option(0.0, "sampling temperature of the evaluation (0: greedy)")
-    eval_carry: list[str] = option(list(CARRY), "carry modes evaluated per policy")
+    eval_carry: list[str] = option(list(CARRY), "carry modes evaluated per policy", choices=CARRY)
     seed: int = option(0, "RL sampling, the training families drawn and the evaluation's sequences")
     threads: int = option(1, "torch threads")
     dtype: str = option("float32", "bfloat16: RL generates with a bf16 copy and autocasts its update; evaluation "
@@ -730,22 +730,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seeds", type=int, nargs="+", default=None,
                         help="run the whole experiment once per seed (each in WORK_DIR/seed<s>) and report the mean "
                              "over seeds with their range")
+    # the preset's fields, made as every other CLI's (skillrise_gym.cli_fields); not given: absent from args
+    # (SUPPRESS), so the preset's value stands; the help names both presets' values
+    shown = lambda v: " ".join(map(str, v)) if isinstance(v, list) else (v if v != "" else "none")  # noqa: E731
+    helps = {}
     for spec in fields(Preset):
-        name, value = spec.name, getattr(CPU, spec.name)
-        option = "--" + name.replace("_", "-")
-        # not given: absent from args (SUPPRESS), so the preset's value stands; the help names both presets'
-        scale = getattr(SCALE, name)
-        shown = lambda v: v if v != "" else "none"  # noqa: E731
-        help = f"{spec.metadata['help']} (default: {shown(value)}" + (f"; --scale: {shown(scale)})" if scale != value
-                                                                       else ")")
-        kw = dict(default=argparse.SUPPRESS, help=help.replace("%", "%%"))
-        if isinstance(value, bool):
-            parser.add_argument(option, action=argparse.BooleanOptionalAction, **kw)
-        elif isinstance(value, list):
-            parser.add_argument(option, type=type(value[0]), nargs="+", **kw,
-                                **({"choices": CARRY} if name == "eval_carry" else {}))
-        else:
-            parser.add_argument(option, type=type(value), **kw)
+        value, scale = getattr(CPU, spec.name), getattr(SCALE, spec.name)
+        helps[spec.name] = (f"{spec.metadata['help']} (default: {shown(value)}"
+                            + (f"; --scale: {shown(scale)})" if scale != value else ")")).replace("%", "%%")
+    add_arguments(parser, Preset, [spec.name for spec in fields(Preset)],
+                  defaults=dict.fromkeys((spec.name for spec in fields(Preset)), argparse.SUPPRESS), helps=helps)
     args = parser.parse_args(argv)
     RESULTS = Path(args.results_dir)
     preset = asdict(SCALE if args.scale else CPU)

@@ -1,5 +1,7 @@
 """Command-line flags from a config dataclass's fields, so a flag's default, type and help are stated once, on
-its field (as the trainer's `TrainConfig` does with HfArgumentParser; skillrise_gym does not import the trainer):
+its field. The one way flags are made here: `skillrise-bench` (`BenchConfig`), `skillrise-train` (`TrainConfig`)
+and the experiment presets (benchmarks/transfer_experiment.py) all declare their fields with `option` and lay
+their flags out with `add_arguments`, so the same setting has the same name everywhere:
 
     @dataclass
     class Config:
@@ -13,29 +15,33 @@ its field (as the trainer's `TrainConfig` does with HfArgumentParser; skillrise_
     config = Config(**field_values(parser.parse_args(), Config))
 
 The flag is ``--`` and the field's name with ``-`` for ``_`` unless `flag` names it. The type comes from the
-annotation (``X | None`` is X): ``list[X]`` takes one or more values (``nargs="+"``), a bool is a switch
-(default False: store_true; default True: store_false, under a `flag` such as ``--no-progress``). `parse`
-turns the parsed value into the field's (e.g. KEY=VALUE strings into a dict), applied by `field_values`.
+annotation (``X | None`` is X; a class such as a dict subclass is called on the text): ``list[X]`` takes one or
+more values (``nargs="+"``); a bool is ``--x`` / ``--no-x``, or, under a `flag` such as ``--no-progress``, that
+one switch. `parse` turns the parsed value into the field's (e.g. KEY=VALUE strings into a dict), applied by
+`field_values`. `aliases`: former names of the flag, still accepted for one release, hidden from --help, and a
+warning on stderr names the new one (`renamed` does the same for a flag made by hand).
 """
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
+import sys
 import types
 import typing
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any, Callable, Iterable, Mapping, Sequence
 
 _MISSING = dataclasses.MISSING
 
 
 def option(default: Any = _MISSING, help: str = "", *, flag: str | None = None, metavar: str | None = None,
            choices: Sequence[Any] | None = None, action: str | None = None,
-           parse: Callable[[Any], Any] | None = None, cli: bool = True) -> Any:
+           parse: Callable[[Any], Any] | None = None, cli: bool = True, aliases: Sequence[str] = ()) -> Any:
     """A config field with its command-line flag (see the module docstring). No `default`: a required flag; a
-    list or dict default is copied for each instance. `cli=False`: a field without a flag."""
+    list or dict default is copied for each instance. `cli=False`: a field without a flag. `aliases`: the
+    flag's former names (hidden; a warning names the new one)."""
     metadata = {"help": help, "flag": flag, "metavar": metavar, "choices": choices, "action": action,
-                "parse": parse, "cli": cli}
+                "parse": parse, "cli": cli, "aliases": tuple(aliases)}
     if default is _MISSING:
         return dataclasses.field(metadata=metadata)
     if isinstance(default, (dict, list)):
@@ -60,28 +66,36 @@ def default_of(f: dataclasses.Field) -> Any:
     return f.default
 
 
-def add_arguments(container: Any, cls: type, names: Iterable[str]) -> None:
+def add_arguments(container: Any, cls: type, names: Iterable[str], *, defaults: Mapping[str, Any] | None = None,
+                  helps: Mapping[str, str] | None = None, underscores: bool = False) -> None:
     """Add the flags of `cls`'s fields `names`, in that order, to `container` (a parser or an argument group).
-    Each parses into the field's name."""
+    Each parses into the field's name. `defaults` / `helps`: a field's default and help where they are not
+    the field's own (e.g. ``argparse.SUPPRESS``, to tell a flag given from one left out); `underscores`: also
+    accept ``--field_name`` (hidden), as Hugging Face's and TRL's command lines do."""
     by_name = {f.name: f for f in flag_fields(cls)}
     hints = typing.get_type_hints(cls)
+    defaults, helps = defaults or {}, helps or {}
     for name in names:
         if name not in by_name:
             raise ValueError(f"{cls.__name__}.{name} is not a field with a flag")
         f = by_name[name]
         meta = f.metadata
         kind, many = _flag_type(hints[name])
-        kwargs: dict[str, Any] = {"dest": name, "help": meta["help"]}
-        default = default_of(f)
+        kwargs: dict[str, Any] = {"dest": name, "help": helps.get(name, meta["help"])}
+        default = defaults.get(name, default_of(f))
+        hidden = [f"--{name}"] if underscores and "_" in name and not meta.get("flag") else []
         if kind is bool:
-            if default is True and not meta.get("flag"):
-                raise ValueError(f"{cls.__name__}.{name}: a switch that defaults to True needs a flag (--no-...)")
-            kwargs["action"] = "store_false" if default is True else "store_true"
+            if meta.get("flag"):  # one switch, e.g. --no-progress (sets False where the field defaults to True)
+                kwargs["action"] = "store_false" if default_of(f) is True else "store_true"
+            else:
+                kwargs["action"] = argparse.BooleanOptionalAction
+            kwargs["default"] = default
             container.add_argument(flag_name(f), **kwargs)
+            _aliases(container, f, kwargs, hidden)
             continue
         if default is _MISSING:
             kwargs["required"] = True
-        elif meta.get("action") == "append":
+        elif meta.get("action") == "append" and name not in defaults:
             kwargs["default"] = []  # each use adds one; `parse` makes the field's value of them
         else:
             kwargs["default"] = default
@@ -95,6 +109,43 @@ def add_arguments(container: Any, cls: type, names: Iterable[str]) -> None:
             if meta.get(key) is not None:
                 kwargs[key] = list(meta[key]) if key == "choices" else meta[key]
         container.add_argument(flag_name(f), **kwargs)
+        _aliases(container, f, kwargs, hidden)
+
+
+def _aliases(container: Any, f: dataclasses.Field, kwargs: dict[str, Any], hidden: list[str]) -> None:
+    """The field's former flag names (they warn) and its underscore spelling (silent), hidden from --help."""
+    quiet = {k: v for k, v in kwargs.items() if k not in ("help", "required", "default")}
+    for old in f.metadata.get("aliases") or ():
+        renamed(container, old, flag_name(f), **quiet)
+    for name in hidden:
+        container.add_argument(name, **quiet, default=argparse.SUPPRESS, help=argparse.SUPPRESS)
+
+
+def renamed(container: Any, old: str, new: str, **kwargs: Any) -> None:
+    """Accept `old`, a former name of the flag `new` (whose argparse settings `kwargs` are: dest, type,
+    nargs...), for one release: hidden from --help, and each use prints a warning naming `new`."""
+    base = kwargs.pop("action", None)
+    parent: type[argparse.Action]
+    if base is None or base == "store":
+        parent = argparse._StoreAction
+    elif base == "append":
+        parent = argparse._AppendAction
+    elif base == "store_true":
+        parent = argparse._StoreTrueAction
+    elif base == "store_false":
+        parent = argparse._StoreFalseAction
+    elif isinstance(base, type) and issubclass(base, argparse.Action):
+        parent = base
+    else:
+        raise ValueError(f"cannot alias a flag of action {base!r}")
+
+    class Renamed(parent):  # type: ignore[valid-type, misc]
+        def __call__(self, parser: argparse.ArgumentParser, namespace: Any, values: Any, option_string: Any = None):
+            print(f"{parser.prog}: warning: {old} is now {new}; {old} will be removed in the next release",
+                  file=sys.stderr, flush=True)
+            super().__call__(parser, namespace, values, option_string)
+
+    container.add_argument(old, action=Renamed, default=argparse.SUPPRESS, help=argparse.SUPPRESS, **kwargs)
 
 
 def field_values(namespace: argparse.Namespace, cls: type) -> dict[str, Any]:

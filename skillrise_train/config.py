@@ -1,5 +1,6 @@
 """`TrainConfig`: every knob of a training run, one help line per field; the CLI is generated from it by
-transformers' `HfArgumentParser` (flags ``--max-new-tokens 64``, booleans ``--lora`` / ``--no-lora``).
+`skillrise_gym.cli_fields` (the bench's and the experiment presets' way too: flags ``--max-new-tokens 64``,
+booleans ``--lora`` / ``--no-lora``).
 
 Defaults finish a few SkillRise steps on WebShop on a laptop CPU in a few minutes with the embedded
 SmolLM2-135M-Instruct. Paper-scale values (reference, section 5) are given in docs/train.md.
@@ -10,24 +11,16 @@ from __future__ import annotations
 import argparse
 import json
 import math
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, fields
 from typing import Any
 
+from skillrise_gym.cli_fields import option  # noqa: F401  (re-exported: the one field-with-flag helper)
 from skillrise_gym.prompts import STYLES
 from skillrise_gym.models import DTYPES
 from skillrise_train.algorithms import ALGORITHMS, algorithm_for
 
 #: overlapped rollouts: the longest a trial waits for others to join its generation call (seconds)
 OVERLAP_WAIT = 1.0
-
-def option(default: Any, help: str) -> Any:
-    """A config field with its CLI help (HfArgumentParser passes ``metadata`` to argparse: help only)."""
-    metadata = {"help": help}
-    if isinstance(default, (dict, list)):
-        kind = type(default)
-        return field(default_factory=lambda: kind(default), metadata=metadata)
-    return field(default=default, metadata=metadata)
-
 
 #: TrainConfig fields that are GRPOConfig fields, and the GRPOConfig field each sets: the whole mapping
 #: (`grpo_args.make_grpo_config` applies it; tests/test_trl_contract.py checks both sides exist). Our defaults

@@ -67,9 +67,9 @@ def test_long_prompts_lose_their_middle_as_in_training(tiny_dir):
 
 def test_hf_agent_through_the_bench(tiny_dir, tmp_path):
     out = tmp_path / "run"
-    code = main(["--env", "toy", "--agent", "hf", "--model", tiny_dir, "--max-tokens", "4", "--K", "1", "2",
+    code = main(["--env", "toy", "--agent", "hf", "--model", tiny_dir, "--max-new-tokens", "4", "--K", "1", "2",
                  "--num-sequences", "2", "--max-task-steps", "2", "--batch-size", "4", "--threads", "1",
-                 "--workers", "0", "--no-progress", "--no-plots", "--out", str(out)])
+                 "--env-workers", "0", "--no-progress", "--no-plots", "--out", str(out)])
     assert code == 0
     summary = json.loads((out / "summary.json").read_text())
     assert summary["agent"]["model"] == tiny_dir
@@ -79,11 +79,11 @@ def test_hf_agent_through_the_bench(tiny_dir, tmp_path):
 def test_negative_threads_are_a_usage_error_before_anything_is_written(tiny_dir, tmp_path, capsys):
     out = tmp_path / "run"
     assert main(["--env", "toy", "--agent", "hf", "--model", tiny_dir, "--threads", "-1", "--K", "1",
-                 "--num-sequences", "1", "--workers", "0", "--no-progress", "--out", str(out)]) == 2
+                 "--num-sequences", "1", "--env-workers", "0", "--no-progress", "--out", str(out)]) == 2
     assert "threads must be >= 0" in capsys.readouterr().err
     assert not out.exists() or not any(out.iterdir())
     assert main(["--env", "toy", "--agent", "expert", "--dtype", "bfloat16", "--K", "1", "--num-sequences", "1",
-                 "--workers", "0", "--no-progress", "--out", str(out)]) == 2
+                 "--env-workers", "0", "--no-progress", "--out", str(out)]) == 2
     assert "--agent expert takes no --dtype" in capsys.readouterr().err
 
 

@@ -21,7 +21,7 @@ from skillrise_gym.bench.cli import main
 
 def bench(env: str, agent: str, out: Path, *extra: str, K=(1, 2), n: int = 3) -> dict:
     code = main(["--env", env, "--agent", agent, "--K", *map(str, K), "--num-sequences", str(n), "--out", str(out),
-                 "--workers", "1", "--no-progress", "--no-plots", *extra])
+                 "--env-workers", "1", "--no-progress", "--no-plots", *extra])
     assert code == 0
     summary = json.loads((out / "summary.json").read_text())
     assert summary["status"] == "complete" and summary["finished"] == len(K) * n

@@ -26,7 +26,7 @@ RULE = re.compile(r"(\w+) items go in the (\w+) bin")
 def bench(out: Path, *extra: str, agent: str = "expert", K: tuple[int, ...] = (1, 3), n: int = 4,
           env: str = "rulebook", carry: Sequence[str] | None = MODES) -> int:
     args = ["--env", env, "--agent", agent, "--K", *map(str, K), "--num-sequences", str(n), "--out", str(out),
-            "--workers", "0", "--no-progress", *extra]
+            "--env-workers", "0", "--no-progress", *extra]
     if carry is not None:
         args += ["--carry", *carry]
     return main(args)

@@ -18,15 +18,40 @@ from skillrise_gym.pools import PoolConfig
 #: --end-on-success, --episode and --prefill since)
 FLAGS = ["-h", "--env", "--agent", "--K", "--mode", "--num-sequences", "--split", "--seed", "--max-task-steps",
          "--family", "--backend-option", "--carry", "--prompt-style", "--end-on-success", "--out", "--episode",
-         "--workers", "--parallel",
-         "--worker-timeout", "--ray-address", "--ray-num-cpus", "--ray-memory", "--no-progress", "--no-plots",
-         "--model", "--base-model", "--temperature", "--top-p", "--max-tokens", "--base-url", "--api-key-env",
+         "--env-workers", "--envs",
+         "--env-timeout", "--ray-address", "--ray-num-cpus", "--ray-memory", "--overlap", "--no-progress", "--no-plots",
+         "--model", "--base-model", "--temperature", "--top-p", "--max-new-tokens", "--base-url", "--api-key-env",
          "--timeout", "--max-retries", "--retry-deadline", "--system-prompt", "--concurrency", "--prefill", "--batch-size",
          "--max-prompt-tokens", "--device", "--dtype", "--threads", "--prefix-cache-mb"]
 
 
+#: former names, still accepted for one release with a warning (the trainer's names won)
+RENAMED = {"--workers": "--env-workers", "--parallel": "--envs", "--worker-timeout": "--env-timeout",
+           "--max-tokens": "--max-new-tokens"}
+
+
 def _actions() -> dict[str, argparse.Action]:
-    return {action.option_strings[0]: action for action in cli.build_parser()._actions}
+    """The flags --help shows."""
+    return {action.option_strings[0]: action for action in cli.build_parser()._actions
+            if action.help is not argparse.SUPPRESS}
+
+
+def test_the_bench_and_the_trainer_name_the_same_settings_alike_and_old_names_warn(capsys):
+    from skillrise_train.cli import build_parser as train_parser
+
+    trainer = {a.option_strings[0] for a in train_parser()._actions}
+    assert set(RENAMED.values()) <= trainer and set(RENAMED.values()) <= set(_actions())
+    hidden = {s for a in cli.build_parser()._actions if a.help is argparse.SUPPRESS for s in a.option_strings}
+    assert set(RENAMED) <= hidden
+    old = cli.build_parser().parse_args(["--env", "toy", "--agent", "hf", "--out", "o", "--workers", "3",
+                                         "--parallel", "2", "--worker-timeout", "9", "--max-tokens", "7"])
+    new = cli.build_parser().parse_args(["--env", "toy", "--agent", "hf", "--out", "o", "--env-workers", "3",
+                                         "--envs", "2", "--env-timeout", "9", "--max-new-tokens", "7"])
+    assert vars(old) == vars(new)
+    err = capsys.readouterr().err
+    for name, now in RENAMED.items():
+        assert f"warning: {name} is now {now}" in err
+    assert "warning" not in " ".join(cli.build_parser().format_help().split())
 
 
 def test_the_flags_are_the_same_and_every_benchconfig_field_but_max_attempts_has_one():
@@ -59,7 +84,7 @@ def test_the_flags_parse_into_benchconfig_as_before():
     args = cli.build_parser().parse_args([
         "--env", "toy", "--agent", "random", "--out", "o", "--K", "3", "1", "--mode", "repeat", "--num-sequences",
         "2", "--seed", "4", "--max-task-steps", "3", "--backend-option", "hang_on=[]", "--carry", "none", "skill",
-        "--workers", "0", "--parallel", "3", "--worker-timeout", "5", "--ray-address", "local", "--ray-num-cpus",
+        "--env-workers", "0", "--envs", "3", "--env-timeout", "5", "--ray-address", "local", "--ray-num-cpus",
         "0.5", "--ray-memory", "1e9", "--no-progress", "--no-plots"])
     config = BenchConfig(**field_values(args, BenchConfig))
     assert (config.K, config.mode, config.num_sequences, config.seed) == ([1, 3], "repeat", 2, 4)

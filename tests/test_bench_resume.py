@@ -28,8 +28,8 @@ def wait_until_held(server, proc, count: int) -> None:
 def bench_args(url: str, out: Path, n: int = 4, *extra: str) -> list[str]:
     # the tiny model answers whitespace, so every solve step is an invalid, empty action: 3 steps per task
     return ["--env", "toy", "--agent", "openai", "--base-url", url, "--model", "tiny", "--K", "1", "2",
-            "--num-sequences", str(n), "--max-task-steps", "3", "--max-tokens", "8", "--workers", "1",
-            "--parallel", "2", "--concurrency", "2", "--api-key-env", "SKILLRISE_TEST_KEY", "--no-progress",
+            "--num-sequences", str(n), "--max-task-steps", "3", "--max-new-tokens", "8", "--env-workers", "1",
+            "--envs", "2", "--concurrency", "2", "--api-key-env", "SKILLRISE_TEST_KEY", "--no-progress",
             "--out", str(out), *extra]
 
 

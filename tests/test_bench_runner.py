@@ -16,7 +16,7 @@ PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
 def bench(out: Path, *extra: str, agent: str = "expert", K: tuple[int, ...] = (1, 3), n: int = 6) -> int:
     return main(["--env", "toy", "--agent", agent, "--K", *map(str, K), "--num-sequences", str(n),
-                 "--out", str(out), "--workers", "0", "--no-progress", *extra])
+                 "--out", str(out), "--env-workers", "0", "--no-progress", *extra])
 
 
 def results(out: Path) -> list[dict]:
@@ -66,7 +66,7 @@ def test_same_sequences_for_every_agent_and_random_is_reproducible(tmp_path):
     assert bench(tmp_path / "expert") == 0
     assert bench(tmp_path / "random1", agent="random") == 0
     assert main(["--env", "toy", "--agent", "random", "--K", "1", "3", "--num-sequences", "6", "--out",
-                 str(tmp_path / "random2"), "--workers", "2", "--parallel", "3", "--no-progress"]) == 0
+                 str(tmp_path / "random2"), "--env-workers", "2", "--envs", "3", "--no-progress"]) == 0
     expert, random1, random2 = (sorted(results(tmp_path / d), key=lambda r: (r["K"], r["index"]))
                                 for d in ("expert", "random1", "random2"))
     assert [r["task_ids"] for r in expert] == [r["task_ids"] for r in random1]
@@ -315,3 +315,21 @@ def test_a_full_or_read_only_out_mid_run_is_one_clear_error_and_resumes(tmp_path
     monkeypatch.undo()
     assert bench(out, K=(1,), n=4, agent="random") == 0
     assert_consistent(out, {(1, i) for i in range(4)})
+
+
+def test_overlapped_play_records_the_same_sequences_as_rounds(tmp_path):
+    """--overlap (envs step in their workers while the agent answers for others: the trainer's player) changes
+    when calls happen, never what a sequence records."""
+    def played(out: Path) -> dict[str, list[tuple]]:
+        by: dict[str, list[tuple]] = {}
+        for t in read_turns(out / "turns.jsonl"):
+            by.setdefault(t.trial_id, []).append((t.position, t.role, t.prompt, t.response, t.reward))
+        return by
+
+    common = ["--env", "toy", "--agent", "random", "--K", "3", "--num-sequences", "5", "--no-progress", "--no-plots"]
+    assert main([*common, "--env-workers", "0", "--out", str(tmp_path / "rounds")]) == 0
+    assert main([*common, "--env-workers", "2", "--envs", "3", "--overlap", "--out", str(tmp_path / "overlap")]) == 0
+    rounds, overlapped = played(tmp_path / "rounds"), played(tmp_path / "overlap")
+    assert len(rounds) == 5 and rounds == overlapped
+    assert [r["success"] for r in sorted(results(tmp_path / "rounds"), key=lambda r: r["index"])] == \
+        [r["success"] for r in sorted(results(tmp_path / "overlap"), key=lambda r: r["index"])]

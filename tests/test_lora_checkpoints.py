@@ -179,8 +179,8 @@ def test_missing_peft_names_the_train_extra(lora, monkeypatch):
 
 
 def _bench(out: Path, *extra: str) -> int:
-    return main(["--env", "rulebook", "--agent", "hf", "--max-tokens", "4", "--K", "1", "--num-sequences", "1",
-                 "--batch-size", "1", "--threads", "1", "--workers", "0", "--no-progress", "--no-plots",
+    return main(["--env", "rulebook", "--agent", "hf", "--max-new-tokens", "4", "--K", "1", "--num-sequences", "1",
+                 "--batch-size", "1", "--threads", "1", "--env-workers", "0", "--no-progress", "--no-plots",
                  "--out", str(out), *extra])
 
 

@@ -174,7 +174,7 @@ def _bench(trained_run: Path, out: Path, *flags: str) -> int:
     from skillrise_train.rollout import EVAL_SEED_OFFSET
 
     return main(["--env", "rulebook", "--agent", "hf", "--model", str(trained_run / "final"), "--K", "2",
-                 "--num-sequences", "2", "--split", "test", "--seed", str(EVAL_SEED_OFFSET), "--workers", "0",
+                 "--num-sequences", "2", "--split", "test", "--seed", str(EVAL_SEED_OFFSET), "--env-workers", "0",
                  "--no-progress", "--no-plots", "--out", str(out), *flags])
 
 
@@ -194,7 +194,7 @@ def test_the_bench_plays_a_trained_policys_episode_without_a_style_flag(trained_
 
 
 def test_a_flag_that_changes_the_trained_episode_is_stated_once_and_recorded(trained_run, tmp_path, capsys):
-    assert _bench(trained_run, tmp_path / "b", "--prompt-style", "full", "--max-tokens", "64") == 0
+    assert _bench(trained_run, tmp_path / "b", "--prompt-style", "full", "--max-new-tokens", "64") == 0
     err = capsys.readouterr().err
     assert err.count("differs from the episode") == 1
     assert "prompt_style 'full' (trained 'compact')" in err and "max_new_tokens 64 (trained 24)" in err
@@ -213,7 +213,7 @@ def test_a_model_folder_without_an_episode_says_the_defaults_are_played(trained_
     config["prompt_style"] = "auto"  # what runs before episodes recorded
     (old / "config.json").write_text(json.dumps(config))
     code = main(["--env", "rulebook", "--agent", "hf", "--model", str(old / "final"), "--K", "1", "--num-sequences",
-                 "1", "--workers", "0", "--no-progress", "--no-plots", "--max-tokens", "8", "--out", str(tmp_path / "b")])
+                 "1", "--env-workers", "0", "--no-progress", "--no-plots", "--max-new-tokens", "8", "--out", str(tmp_path / "b")])
     assert code == 0
     err = capsys.readouterr().err
     assert "holds no episode.json" in err and "prompt_style compact (auto" in err and "--prompt-style" in err

@@ -50,7 +50,7 @@ def run_in_thread(target, limit: float) -> tuple[list, float]:
 
 def openai_bench(server, out: Path, *extra: str) -> list[str]:
     return ["--env", "toy", "--agent", "openai", "--base-url", server.url, "--model", "tiny", "--K", "1",
-            "--num-sequences", "1", "--api-key-env", KEY_ENV, "--no-progress", "--no-plots", "--workers", "0",
+            "--num-sequences", "1", "--api-key-env", KEY_ENV, "--no-progress", "--no-plots", "--env-workers", "0",
             "--out", str(out), *extra]
 
 

@@ -312,7 +312,7 @@ def test_the_bench_refuses_unplaceable_actors_at_once_and_not_as_resumable(tmp_p
     started = time.monotonic()
     code = main(["--env", "toy", "--agent", "expert", "--K", "2", "--num-sequences", "1", "--out",
                  str(tmp_path / "run"), "--ray-address", "local", "--ray-num-cpus", "100000",
-                 "--worker-timeout", "600", "--no-progress", "--no-plots"])
+                 "--env-timeout", "600", "--no-progress", "--no-plots"])
     err = capsys.readouterr().err
     assert code == 2 and "no node of the Ray cluster can ever place one env's actor" in err
     assert "resume" not in err and time.monotonic() - started < 120

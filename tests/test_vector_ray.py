@@ -214,7 +214,7 @@ def test_another_process_plays_on_the_cluster_by_its_address(ray_local, tmp_path
     from skillrise_gym.agents.random_agent import RandomAgent
     from skillrise_gym.bench.runner import BenchConfig, run_bench
 
-    flags = ["--env", "toy", "--agent", "random", "--K", "2", "--num-sequences", "3", "--parallel", "2",
+    flags = ["--env", "toy", "--agent", "random", "--K", "2", "--num-sequences", "3", "--envs", "2",
              "--no-progress", "--no-plots"]
     address = ray_local.get_runtime_context().gcs_address
     done = subprocess.run([sys.executable, "-m", "skillrise_gym.bench.cli", *flags, "--ray-address", address,

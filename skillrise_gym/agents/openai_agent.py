@@ -78,6 +78,7 @@ class OpenAIConfig:
     system_prompt: str | None = None  # a system message before each prompt (None: send none)
     max_reply_bytes: int = MAX_REPLY_BYTES  # most bytes read for one reply (raw, and after decompression)
     prefill: str | None = None  # None: cannot prefill; "continue": continue a final assistant message (vLLM)
+    chat_template_kwargs: dict[str, Any] | None = None  # sent as the request's chat_template_kwargs (vLLM, transformers serve)
 
 
 PREFILL_MODES = (None, "continue")
@@ -213,7 +214,14 @@ class OpenAIAgent(Agent):
             described["system_prompt"] = c.system_prompt
         if c.prefill is not None:  # absent when off, so runs recorded before the setting existed still resume
             described["prefill"] = c.prefill
+        if c.chat_template_kwargs:
+            described["chat_template_kwargs"] = dict(c.chat_template_kwargs)
         return described
+
+    def framing(self) -> dict[str, Any]:
+        c = self.config
+        return {"max_new_tokens": c.max_tokens, "system_prompt": c.system_prompt,
+                "chat_template_kwargs": dict(c.chat_template_kwargs or {})}
 
     def in_flight(self) -> int:
         with self._lock:
@@ -246,9 +254,14 @@ class OpenAIAgent(Agent):
         if c.system_prompt is not None:
             messages.insert(0, {"role": "system", "content": c.system_prompt})
         options: dict[str, Any] = {"top_p": c.top_p, "seed": c.seed}
+        extra: dict[str, Any] = {}
         if prefix:
             messages.append({"role": "assistant", "content": prefix})
-            options["extra_body"] = dict(CONTINUE_FIELDS)
+            extra.update(CONTINUE_FIELDS)
+        if c.chat_template_kwargs:  # the trained policy's template arguments (e.g. enable_thinking)
+            extra["chat_template_kwargs"] = dict(c.chat_template_kwargs)
+        if extra:
+            options["extra_body"] = extra
         options = {k: v for k, v in options.items() if v is not None}
         left = c.max_retries - call.retries  # the budget is per prompt, across client calls
         client = self._client if left == c.max_retries else self._client.with_options(max_retries=left)

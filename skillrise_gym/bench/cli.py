@@ -29,7 +29,7 @@ from skillrise_gym.agents.base import Agent, check_prefill
 from skillrise_gym.backends.base import ConfigurationError, DataNotFoundError, MissingDependencyError, SkillRiseError
 from skillrise_gym.bench.runner import ENVS, BenchConfig, parse_backend_options, run_bench  # noqa: F401 (re-exported)
 from skillrise_gym.bench.store import OutputError, RunDirError
-from skillrise_gym.cli_fields import add_arguments, field_values, flag_fields
+from skillrise_gym.cli_fields import add_arguments, field_values, flag_fields, renamed
 from skillrise_gym.models import DTYPES
 
 EXIT_OK, EXIT_USAGE, EXIT_AGENT, EXIT_ENV, EXIT_OUTPUT, EXIT_INTERRUPTED = 0, 2, 3, 4, 5, 130
@@ -38,8 +38,8 @@ EXIT_OK, EXIT_USAGE, EXIT_AGENT, EXIT_ENV, EXIT_OUTPUT, EXIT_INTERRUPTED = 0, 2,
 #: types and help are the fields' (`BenchConfig`, `cli_fields.option`)
 MEASURE_FLAGS = ("K", "mode", "num_sequences", "split", "seed", "max_task_steps", "family", "backend_options",
                  "carry", "prompt_style", "end_on_success", "out")
-EXECUTION_FLAGS = ("workers", "parallel", "worker_timeout", "ray_address", "ray_num_cpus", "ray_memory", "progress",
-                   "plots")
+EXECUTION_FLAGS = ("workers", "parallel", "worker_timeout", "ray_address", "ray_num_cpus", "ray_memory", "overlap",
+                   "progress", "plots")
 
 
 class _DefaultsOnceFormatter(argparse.HelpFormatter):
@@ -86,7 +86,10 @@ def build_parser() -> argparse.ArgumentParser:
     llm.add_argument("--temperature", type=float, default=0.0, help="sampling temperature (0: greedy)")
     llm.add_argument("--top-p", type=float, default=None,
                      help="nucleus sampling (default: the server's for openai, 1.0 for hf)")
-    llm.add_argument("--max-tokens", type=int, default=512, help="completion tokens per call")
+    llm.add_argument("--max-new-tokens", type=int, default=512, dest="max_new_tokens",
+                     help="completion tokens per call (default: 512, or the budget the --model folder was trained "
+                     "with)")
+    renamed(llm, "--max-tokens", "--max-new-tokens", dest="max_new_tokens", type=int)
     llm.add_argument("--base-url", default=None, help="openai: e.g. http://127.0.0.1:8000/v1")
     llm.add_argument("--api-key-env", default="OPENAI_API_KEY",
                      help="openai: NAME of the environment variable holding the key (the key is never logged)")
@@ -140,16 +143,17 @@ def make_agent(args: argparse.Namespace, benchmark: str) -> Agent:
             raise ValueError(f"--{'base-model' if args.base_model is not None else 'dtype'} belongs to --agent hf")
         return OpenAIAgent(OpenAIConfig(
             base_url=args.base_url, model=args.model, api_key_env=args.api_key_env, temperature=args.temperature,
-            top_p=args.top_p, max_tokens=args.max_tokens, timeout_s=args.timeout, max_retries=args.max_retries,
+            top_p=args.top_p, max_tokens=args.max_new_tokens, timeout_s=args.timeout, max_retries=args.max_retries,
             retry_deadline_s=args.retry_deadline, concurrency=args.concurrency, seed=args.seed,
             system_prompt=args.system_prompt, prefill=args.prefill,
+            chat_template_kwargs=getattr(args, "chat_template_kwargs", None),
         ))
     if args.base_url or args.prefill:
         raise ValueError(f"--{'base-url' if args.base_url else 'prefill'} belongs to --agent openai")
     from skillrise_gym.agents.hf_agent import HFAgent, HFConfig
 
     return HFAgent(HFConfig(
-        model=args.model or "smollm2", max_new_tokens=args.max_tokens, temperature=args.temperature,
+        model=args.model or "smollm2", max_new_tokens=args.max_new_tokens, temperature=args.temperature,
         top_p=args.top_p if args.top_p is not None else 1.0, batch_size=args.batch_size,
         max_prompt_tokens=args.max_prompt_tokens, seed=args.seed, device=args.device, threads=args.threads,
         dtype=args.dtype, prefix_cache_mb=args.prefix_cache_mb,
@@ -232,7 +236,7 @@ def saved_episode(args: argparse.Namespace) -> Any:
 #: EpisodeSpec field -> the bench flag (argparse destination) it is the default of
 EPISODE_FLAGS = {"mode": "mode", "carry": "carry", "end_on_success": "end_on_success",
                  "max_task_steps": "max_task_steps", "prompt_style": "prompt_style",
-                 "backend_options": "backend_options", "max_new_tokens": "max_tokens",
+                 "backend_options": "backend_options", "max_new_tokens": "max_new_tokens",
                  "max_prompt_tokens": "max_prompt_tokens", "system_prompt": "system_prompt"}
 
 
@@ -300,7 +304,7 @@ def no_episode_note(model: str | None) -> str | None:
             style = {"auto": "compact (auto: compact for models under 1B parameters)"}.get(style, style)
             hint = (f" {run / 'config.json'} records prompt_style {style}, max_new_tokens "
                     f"{recorded.get('max_new_tokens')}, max_task_steps {recorded.get('max_task_steps')}:"
-                    " pass them as --prompt-style, --max-tokens and --max-task-steps.")
+                    " pass them as --prompt-style, --max-new-tokens and --max-task-steps.")
         except (OSError, ValueError, AttributeError):
             pass
     return (f"skillrise-bench: note: {model} holds no episode.json (trained before episodes were saved?): "
