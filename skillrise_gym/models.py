@@ -680,8 +680,33 @@ def encode_chat(tokenizer: Any, prompt: str, prefix: str = "", *, max_tokens: in
     return ids[:head] + ids[len(ids) - (max_tokens - head):], True
 
 
+def template_system_prompt(tokenizer: Any, template_kwargs: dict[str, Any] | None = None) -> str | None:
+    """The system message a chat template adds by itself when a prompt comes without one (SmolLM2's "You are a
+    helpful AI assistant named SmolLM..."), or None when it adds none (or cannot render a system message).
+    Found by rendering one user message with and without an empty system message: the text only the first
+    holds is what the template injected."""
+    user = [{"role": "user", "content": "\x00"}]
+    try:
+        bare = tokenizer.apply_chat_template(user, tokenize=False, add_generation_prompt=True, **(template_kwargs or {}))
+        empty = tokenizer.apply_chat_template([{"role": "system", "content": ""}, *user], tokenize=False,
+                                              add_generation_prompt=True, **(template_kwargs or {}))
+    except Exception:  # a template without a system role, or none at all
+        return None
+    if not isinstance(bare, str) or not isinstance(empty, str) or len(bare) <= len(empty):
+        return None
+    start = 0
+    while start < len(empty) and bare[start] == empty[start]:
+        start += 1
+    end = 0
+    while end < len(empty) - start and bare[-1 - end] == empty[-1 - end]:
+        end += 1
+    injected = bare[start:len(bare) - end].strip()
+    return injected or None
+
+
 __all__ = [
     "DEFAULT_MODEL",
+    "template_system_prompt",
     "PROMPT_HEAD_SHARE",
     "encode_chat",
     "install_default_model",

@@ -343,6 +343,10 @@ def _train(config: TrainConfig, ranks: Any, out: Path, resume_from: str | None, 
         + (f" processes={ranks.world_size} (sequences {rollout.shard} on the main one)" if ranks.several else "")
         + (f" resuming from {resume_from}" if resume_from else ""),
     )
+    if trainer.template_system_prompt:
+        say(f"skillrise-train: the chat template adds its own system message before every prompt "
+            f"({trainer.template_system_prompt!r}); training, its evaluation and the bench of its checkpoints keep "
+            "it (--system-prompt '' drops it)")
     try:
         trainer.train(resume_from_checkpoint=resume_from)
         rollouts = trainer.state.global_step // config.updates_per_rollout

@@ -195,6 +195,11 @@ class SkillRiseTrainer(GRPOAdapter):
         #: the episode this run trains on, made once (its env part is the rollout's): every prompt is encoded
         #: from it, in-training evaluation plays it on the held-out split, and it is saved as episode.json
         #: beside the weights of every checkpoint and of final/ (`skillrise_gym.episode`)
+        from skillrise_gym.models import template_system_prompt
+
+        #: the system message the chat template adds when none is given (SmolLM2's), kept as training saw it
+        self.template_system_prompt = (template_system_prompt(tokenizer, self.template_kwargs)
+                                       if config.system_prompt is None else None)
         self.episode = rollout.spec.replace(max_new_tokens=config.max_new_tokens,
                                             max_prompt_tokens=self.max_prompt_tokens,
                                             system_prompt=config.system_prompt,
@@ -312,7 +317,8 @@ class SkillRiseTrainer(GRPOAdapter):
         super().save_model(output_dir, _internal_call)
         if self.args.should_save:
             self.episode.save(output_dir or self.args.output_dir, algo=self.config.algo,
-                              held_out_split=self.config.eval_split or default_splits(self.config.env)[1])
+                              held_out_split=self.config.eval_split or default_splits(self.config.env)[1],
+                              template_system_prompt=self.template_system_prompt)
 
     # ------------------------------------------------------------------ prompts and generation
     def _prompt_budget(self, config: TrainConfig) -> int:

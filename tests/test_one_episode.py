@@ -164,6 +164,7 @@ def test_the_trainer_saves_its_episode_with_every_checkpoint_and_records_resolve
     assert final.spec == checkpoint.spec == merged.spec == EpisodeSpec.from_dict(config["episode"])
     assert final.spec.prompt_style == "compact" and final.spec.max_new_tokens == 24 and final.spec.K == 2
     assert final.notes["held_out_split"] == "test" and final.notes["algo"] == "skillrise"
+    assert final.notes["template_system_prompt"] is None  # the tiny model's template adds none
     # the in-training evaluation played it (on the held-out split)
     identity = json.loads((trained_run / "eval" / "step-1" / "manifest.json").read_text())["identity"]
     assert identity["prompt_style"] == "compact" and identity["split"] == "test"
@@ -234,3 +235,15 @@ def test_a_bad_episode_flag_and_a_layout_the_agent_cannot_prefill_are_refused(tm
     err = capsys.readouterr().err
     assert "--prompt-style full" in err and "--prefill continue" in err
     assert not (tmp_path / "o2").exists()
+
+
+def test_a_chat_template_that_injects_its_own_system_message_is_found():
+    from skillrise_gym.models import load_tokenizer, resolve_model_path, template_system_prompt
+
+    tokenizer = load_tokenizer(resolve_model_path("tiny"))
+    assert template_system_prompt(tokenizer) is None
+    tokenizer.chat_template = (
+        "{% if messages[0]['role'] != 'system' %}<|im_start|>system\nYou are SmolLM<|im_end|>\n{% endif %}"
+        "{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n{% endfor %}"
+        "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}")
+    assert template_system_prompt(tokenizer) == "You are SmolLM"
