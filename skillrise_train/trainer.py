@@ -192,14 +192,14 @@ class SkillRiseTrainer(GRPOAdapter):
                 "DeepSpeed steps its optimizer inside every backward pass, and --micro-batch-tokens packs several "
                 "backward passes into one micro-step: use --micro-batch-tokens 0 and --grad-accum to bound memory")
         self.max_prompt_tokens = self._prompt_budget(config)
-        #: the episode this run trains on, made once (its env part is the rollout's): every prompt is encoded
-        #: from it, in-training evaluation plays it on the held-out split, and it is saved as episode.json
-        #: beside the weights of every checkpoint and of final/ (`skillrise_gym.episode`)
         from skillrise_gym.models import template_system_prompt
 
         #: the system message the chat template adds when none is given (SmolLM2's), kept as training saw it
         self.template_system_prompt = (template_system_prompt(tokenizer, self.template_kwargs)
                                        if config.system_prompt is None else None)
+        #: the episode this run trains on, made once (its env part is the rollout's): every prompt is encoded
+        #: from it, in-training evaluation plays it on the held-out split, and it is saved as episode.json
+        #: beside the weights of every checkpoint and of final/ (`skillrise_gym.episode`)
         self.episode = rollout.spec.replace(max_new_tokens=config.max_new_tokens,
                                             max_prompt_tokens=self.max_prompt_tokens,
                                             system_prompt=config.system_prompt,
