@@ -37,7 +37,8 @@ a second attempt must explore.
 
 Each arm's run lives in --work-dir (default runs/transfer/<arm>): metrics.jsonl, turns.jsonl, final/ and its
 bench evaluation (eval-bench/); a rerun reuses finished arms (their final/ and bench summaries) unless
---fresh is given.
+--fresh is given. One experiment at a time uses a work dir (it holds WORK_DIR/.lock; a second is refused),
+and --fresh deletes only what the experiment made there (`clear_experiment`), never other files.
 """
 
 from __future__ import annotations
@@ -133,6 +134,113 @@ def backend_options(p: Preset) -> dict[str, Any]:
             **({"feedback": p.feedback} if p.feedback != "full" else {})}
 
 
+class Refused(SystemExit):
+    """The experiment cannot go on as asked (a work dir in use, a trainer's refusal): one line, exit 2."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(2)
+        self.message = message
+
+    def __str__(self) -> str:
+        return self.message
+
+
+# ------------------------------------------------------------------------------------------ the work dir
+#: what the experiment makes in a work dir (or a seed's folder in it) besides the arms' runs and evaluations:
+#: the warm starts and the sized tiny models
+OWN_FOLDERS = re.compile(r"^(untrained(-[a-z]+)?|reading-first(\.tmp)?|tiny-\d+x\d+)$")
+#: its evaluation folders, each holding one bench run per policy (named by `EVALUATED`)
+EVALUATION_FOLDERS = ("eval-bench", "eval-reading", "eval-repeat")
+EVALUATED = re.compile(r"^(untrained(-[a-z]+)?|init|latest-rule-only|perfect-curator|" + "|".join(ARMS) + ")$")
+
+
+def lock_work_dir(work: Path) -> Any:
+    """`work` made and locked for this experiment (the bench's and trainer's lock file, WORK_DIR/.lock) until the
+    returned handle is closed; a work dir in use by another experiment, or unusable, is `Refused`."""
+    from skillrise_gym.bench.store import LockHeld, RunDirError, _lock
+
+    if work.exists() and not work.is_dir():
+        raise Refused(f"--work-dir {work} exists and is not a folder; choose another --work-dir")
+    try:
+        work.mkdir(parents=True, exist_ok=True)
+    except (NotADirectoryError, FileExistsError):
+        raise Refused(f"--work-dir {work} cannot be created: a part of its path is a file, not a folder") from None
+    try:
+        return _lock(work)
+    except LockHeld:
+        raise Refused(f"another transfer_experiment is using --work-dir {work} (it holds {work / '.lock'}); wait for "
+                      "it to end or choose another --work-dir") from None
+    except RunDirError as exc:
+        raise Refused(f"--work-dir {work}: {exc}") from None
+
+
+def remove_evaluation(folder: Path) -> None:
+    """Delete one evaluation's bench run folder, under the bench's lock (one a bench is writing is `Refused`)."""
+    from skillrise_gym.bench.store import RunDirError, _lock
+
+    if folder.is_symlink():
+        folder.unlink()
+        return
+    try:
+        held = _lock(folder)
+    except (RunDirError, OSError) as exc:
+        raise Refused(f"cannot delete the evaluation in {folder}: {exc}") from None
+    try:
+        shutil.rmtree(folder)
+    finally:
+        held.close()
+
+
+def clear_arm(out: Path) -> list[str]:
+    """Delete an arm's run in `out` under the trainer's lock: the run's own files (`checkpoints.clear_run`) and
+    the experiment's wall_seconds.txt; a folder holding files the trainer did not write is left alone."""
+    from skillrise_train.checkpoints import RUN_MARKER, RunFolderError, clear_run, foreign_entries, lock_output_dir
+
+    try:
+        held = lock_output_dir(out)
+    except RunFolderError as exc:
+        raise Refused(str(exc)) from None
+    try:
+        if foreign_entries(out):
+            return []
+        removed = clear_run(out)
+        for name in ("wall_seconds.txt", RUN_MARKER):
+            if (out / name).exists():
+                (out / name).unlink()
+                removed.append(name)
+        return removed
+    finally:
+        held.close()
+
+
+def clear_experiment(work: Path) -> list[Path]:
+    """--fresh: delete what the experiment made in `work` and its seed<N>/ folders: the warm starts and sized
+    tiny models (`OWN_FOLDERS`), the arms' runs (`clear_arm`), the evaluations (`EVALUATED` in
+    `EVALUATION_FOLDERS`, each under its lock; the folder itself when nothing else is left in it); nothing
+    else. Returns what went."""
+    removed: list[Path] = []
+    seeds = sorted(p for p in work.iterdir() if re.fullmatch(r"seed\d+", p.name) and p.is_dir() and not p.is_symlink())
+    for folder in [work, *seeds]:
+        for entry in sorted(folder.iterdir()):
+            if OWN_FOLDERS.match(entry.name) and (entry.is_dir() or entry.is_symlink()):
+                entry.unlink() if entry.is_symlink() else shutil.rmtree(entry)
+            elif entry.name in ARMS and entry.is_dir() and not entry.is_symlink():
+                if not clear_arm(entry):
+                    continue
+            elif entry.name in EVALUATION_FOLDERS and entry.is_dir() and not entry.is_symlink():
+                for evaluated in sorted(entry.iterdir()):
+                    if EVALUATED.match(evaluated.name) and (evaluated.is_dir() or evaluated.is_symlink()):
+                        remove_evaluation(evaluated)
+                        removed.append(evaluated)
+                if not any(entry.iterdir()):
+                    entry.rmdir()
+                continue
+            else:
+                continue
+            removed.append(entry)
+    return removed
+
+
 # ------------------------------------------------------------------------------------------ training
 def trained_steps(out: Path) -> int | None:
     """The steps an arm's finished run in `out` was asked for (its config.json), or None without one."""
@@ -165,15 +273,13 @@ def train_arm(arm: str, start: str, p: Preset, work: Path, log, extend: bool = F
         resume = True
         log(f"[{arm}] continuing from step {done} to {p.steps} (--extend)")
     if resume or not finished:
-        if out.exists() and not resume:
-            shutil.rmtree(out)
-        for evaluated in work.glob(f"eval-*/{arm}"):
-            shutil.rmtree(evaluated)
+        # an unfinished run is started over by the trainer's --overwrite, under its lock (a trainer still
+        # writing there is refused, nothing deleted), which deletes the run's own files only
         config = TrainConfig(
             env="rulebook", model=start, lora=p.lora, K=p.K, G=p.G, S=p.S, steps=p.steps, lr=p.lr,
             max_task_steps=1, max_new_tokens=p.max_new_tokens, warmstart_steps=0,
             invalid_penalty=p.invalid_penalty, overlong_penalty=p.overlong_penalty, entropy_coef=0.0,
-            save_interval=max(1, p.steps), output_dir=str(out),
+            save_interval=max(1, p.steps), output_dir=str(out), overwrite=not resume,
             seed=p.seed, resume=resume, threads=p.threads, backend_options=backend_options(p), record_turns=True,
             **({"generation_dtype": p.dtype, "bf16": p.dtype == "bfloat16"} if p.dtype != "float32" else {}),
             **ARMS[arm],
@@ -182,8 +288,15 @@ def train_arm(arm: str, start: str, p: Preset, work: Path, log, extend: bool = F
         wall = out / "wall_seconds.txt"
         before = float(wall.read_text()) if resume and wall.exists() else 0.0
         started = time.perf_counter()
-        run(config)
+        from skillrise_train.checkpoints import RunFolderError
+
+        try:
+            run(config)
+        except RunFolderError as exc:
+            raise Refused(f"[{arm}] {exc}") from None
         wall.write_text(f"{before + time.perf_counter() - started:.1f}\n")
+        for evaluated in sorted(work.glob(f"eval-*/{arm}")):  # of the weights before: never resumed for these
+            remove_evaluation(evaluated)
     curve = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines() if line.strip()]
     return {
         "output_dir": str(out),
@@ -722,7 +835,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="build the warm start (WORK_DIR/reading-first/, WORK_DIR/untrained/) and stop: no arm, "
                              "no evaluation, no results; later runs link or reuse it")
     parser.add_argument("--work-dir", default="runs/transfer")
-    parser.add_argument("--fresh", action="store_true", help="retrain and re-evaluate every arm")
+    parser.add_argument("--fresh", action="store_true",
+                        help="retrain and re-evaluate every arm: deletes what the experiment made in WORK_DIR (warm "
+                             "starts, the arms' runs, evaluations), nothing else")
     parser.add_argument("--extend", action="store_true",
                         help="continue arms trained for fewer than --steps from their last checkpoint (the "
                              "learning-rate decay stretched to the new end) instead of refusing them")
@@ -758,17 +873,41 @@ def main(argv: list[str] | None = None) -> int:
             parser.error("--warmstart-only builds the format warm start, which --init replaces: give one of them")
     if args.warmstart_only and not (p.warmstart_steps or p.warmstart_reading_first):
         parser.error("--warmstart-only with --warmstart-steps 0 and no --warmstart-reading-first: nothing to build")
+    if not args.warmstart_only:  # what the arms and evaluations need, before any warm start is built
+        if not p.eval_K or min(p.eval_K) < 1:
+            parser.error(f"--eval-K must be sequence lengths >= 1, got {' '.join(map(str, p.eval_K)) or 'none'}")
+        if p.eval_sequences < 1:
+            parser.error(f"--eval-sequences must be at least 1, got {p.eval_sequences}")
+        if p.repeat_k < 0:
+            parser.error(f"--repeat-k must be >= 0 (0: no repeat-mode evaluation), got {p.repeat_k}")
     from skillrise_train.config import TrainConfig
 
-    try:  # the penalties (and the arms' G) as skillrise-train checks them, before anything runs
+    try:  # the penalties (and the arms' G, S, K, steps) as skillrise-train checks them, before anything runs
         TrainConfig(invalid_penalty=p.invalid_penalty, overlong_penalty=p.overlong_penalty,
-                    **({} if args.warmstart_only else {"G": p.G}))
+                    **({} if args.warmstart_only else {"G": p.G, "S": p.S, "K": p.K, "steps": p.steps}))
     except ValueError as exc:
         parser.error(str(exc))
+    try:
+        return _run(args, p)
+    except Refused as exc:
+        print(f"transfer_experiment: error: {exc.message}", file=sys.stderr, flush=True)
+        return 2
+
+
+def _run(args: Any, p: Preset) -> int:
+    """`main` once the flags are checked: the work dir locked for the whole experiment (and cleared of the
+    experiment's own folders with --fresh), then the warm start, the arms, the evaluations and the report."""
     work = Path(args.work_dir)
-    if args.fresh and work.exists():
-        shutil.rmtree(work)
-    work.mkdir(parents=True, exist_ok=True)
+    held = lock_work_dir(work)
+    try:
+        if args.fresh:
+            clear_experiment(work)
+        return _experiment(args, p, work)
+    finally:
+        held.close()
+
+
+def _experiment(args: Any, p: Preset, work: Path) -> int:
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 

@@ -21,7 +21,9 @@ Names accepted by `resolve_model_path` / `load_model_and_tokenizer`:
   when it holds one, else from the base.
 
 Errors say what is wrong: `ModelNotFoundError` for a name that resolves to nothing, `ChatTemplateError`
-for a tokenizer without a chat template (every prompt of this project is one chat message).
+for a tokenizer without a chat template (every prompt of this project is one chat message), `DamagedModelError`
+(one line naming the folder) for an adapter whose weights are cut short or zeroed, whose config lacks peft_type
+or a numeric rank, or that does not fit its base model (`check_adapter`, before anything loads).
 """
 
 from __future__ import annotations
@@ -80,6 +82,12 @@ class ChatTemplateError(ValueError):
     """The tokenizer has no chat template, so prompts cannot be rendered as chat messages."""
 
 
+class DamagedModelError(ValueError):
+    """A PEFT adapter folder that cannot be loaded: weights cut short or zeroed (a checkpoint-N cut mid-write), a
+    config without peft_type or with a rank that is not a number, or a base model it does not fit. The message
+    is one line naming the folder and what is wrong."""
+
+
 # ----------------------------------------------------------------------------------------- folders
 def is_adapter_folder(path: str | os.PathLike) -> bool:
     """Whether `path` is a PEFT adapter folder: ``adapter_config.json`` and its weights (see `ADAPTER_WEIGHTS`)."""
@@ -127,6 +135,7 @@ def _resolve(name: str, base_model: str | None, adapters: frozenset[str]) -> str
             if not is_adapter_folder(path):
                 raise ModelNotFoundError(f"{path} holds {ADAPTER_CONFIG} but no adapter weights "
                                          f"({' or '.join(ADAPTER_WEIGHTS)}): an incomplete PEFT adapter")
+            check_adapter(path)
             _resolve_adapter_base(str(path), base_model, adapters)
             return str(path.resolve())
         if not (path / "config.json").exists():
@@ -168,6 +177,78 @@ def adapter_config(path: str | os.PathLike) -> dict[str, Any]:
     if not isinstance(config, dict):
         raise ModelNotFoundError(f"{file} holds no JSON object")
     return config
+
+
+#: PEFT types whose config holds a rank `r` (an integer >= 1) and a scale `lora_alpha` (a number)
+_RANKED_PEFT_TYPES = ("LORA", "ADALORA", "LOHA", "LOKR")
+
+
+def check_adapter(path: str | os.PathLike) -> None:
+    """`DamagedModelError` (one line naming the folder and what is wrong) unless the adapter folder `path` looks
+    loadable: its config names a peft_type (and, for LoRA-like types, an integer rank `r` >= 1 and a numeric
+    `lora_alpha`), and its ``adapter_model.safetensors`` holds a readable header and every byte its tensors
+    need (a file truncated or zeroed by a checkpoint cut mid-write fails here, before any model is loaded)."""
+    folder = Path(path).expanduser()
+    config = adapter_config(folder)
+    where = f"the PEFT adapter at {folder}: {ADAPTER_CONFIG}"
+    peft_type = config.get("peft_type")
+    if not isinstance(peft_type, str) or not peft_type.strip():
+        raise DamagedModelError(f"{where} has no peft_type (skillrise-train --lora saves \"LORA\"); the file was "
+                                "edited or cut short: restore it or use another checkpoint")
+    if peft_type.upper() in _RANKED_PEFT_TYPES:
+        rank = config.get("r")
+        if not isinstance(rank, int) or isinstance(rank, bool) or rank < 1:
+            raise DamagedModelError(f"{where} has r {rank!r}, not an integer rank >= 1; the file was edited or cut "
+                                    "short: restore it or use another checkpoint")
+        alpha = config.get("lora_alpha", 8)
+        if not isinstance(alpha, (int, float)) or isinstance(alpha, bool):
+            raise DamagedModelError(f"{where} has lora_alpha {alpha!r}, not a number; the file was edited or cut "
+                                    "short: restore it or use another checkpoint")
+    weights = folder / ADAPTER_WEIGHTS[0]
+    if weights.is_file():
+        problem = safetensors_problem(weights)
+        if problem:
+            raise DamagedModelError(f"the PEFT adapter at {folder}: {weights.name} {problem} (a checkpoint cut "
+                                    "mid-write?): use another checkpoint, or the run's final/")
+
+
+def safetensors_problem(file: str | os.PathLike) -> str | None:
+    """What keeps a .safetensors file from loading, read from its header alone (a short text), or None when its
+    header is readable and the file holds every byte its tensors need."""
+    file = Path(file)
+    try:
+        size = file.stat().st_size
+        with open(file, "rb") as handle:
+            head = handle.read(8)
+            announced = int.from_bytes(head, "little") if len(head) == 8 else 0
+            if size < 8 or announced == 0:
+                return f"is {'empty' if size == 0 else 'zeroed' if not any(head) else 'cut short'} ({size} bytes)"
+            if 8 + announced > size:
+                return f"is cut short: its header announces {announced} bytes, the file holds {size}"
+            raw = handle.read(announced)
+    except OSError as exc:
+        return f"cannot be read ({exc.strerror or exc})"
+    try:
+        header = json.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError, RecursionError):
+        return "has a damaged header (not JSON): zeroed or overwritten"
+    if not isinstance(header, dict):
+        return "has a damaged header (not a JSON object)"
+    end, tensors = 0, 0
+    for name, info in header.items():
+        if name == "__metadata__":
+            continue
+        offsets = info.get("data_offsets") if isinstance(info, dict) else None
+        if (not isinstance(offsets, list) or len(offsets) != 2
+                or not all(isinstance(o, int) and not isinstance(o, bool) and o >= 0 for o in offsets)
+                or offsets[0] > offsets[1]):
+            return f"has a damaged header (tensor {name!r} has no valid data_offsets)"
+        end, tensors = max(end, offsets[1]), tensors + 1
+    if not tensors:
+        return "holds no tensors"
+    if 8 + announced + end > size:
+        return f"is cut short: its tensors need {8 + announced + end} bytes, the file holds {size}"
+    return None
 
 
 def adapter_base_name(path: str | os.PathLike, base_model: str | None = None, *,
@@ -618,11 +699,48 @@ def _load_causal_lm(path: str, dtype: Any, base_model: str | None = None,
         raise MissingDependencyError(f"{path} is a PEFT (LoRA) adapter; loading it needs peft: {TRAIN_EXTRA_INSTALL}")
     from peft import PeftModel
 
+    check_adapter(path)
     base_path = _resolve_adapter_base(path, base_model, adapters)
     base, base_tokenizer = _load_causal_lm(base_path, dtype, None, adapters | {str(Path(path).resolve())})
-    model = PeftModel.from_pretrained(base, path, is_trainable=False).merge_and_unload()
+    model = _apply_adapter(PeftModel, base, path, base_path)
     model.name_or_path = model.config.name_or_path = str(path)
     return model, (path if _has_tokenizer(path) else base_tokenizer)
+
+
+def _apply_adapter(peft_model: Any, base: Any, path: str, base_path: str) -> Any:
+    """The adapter at `path` applied to `base` (loaded from `base_path`) and merged. An adapter that does not
+    fit the base (weights of another size, layers it does not have) or whose files peft cannot read is a
+    `DamagedModelError` naming both folders, never a traceback or a base model played as if adapted."""
+    import warnings
+
+    from peft import PeftType
+
+    peft_type = str(adapter_config(path).get("peft_type"))
+    if peft_type not in {t.value for t in PeftType}:
+        raise DamagedModelError(f"the PEFT adapter at {path}: {ADAPTER_CONFIG} has peft_type {peft_type!r}, which "
+                                f"this peft does not know ({', '.join(sorted(t.value for t in PeftType)[:6])}...)")
+    fit = (f"an adapter loads only on the model it was trained on: check --base-model (skillrise-bench), "
+           f"base_model= or ${BASE_MODEL_ENV}")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            model = peft_model.from_pretrained(base, path, is_trainable=False)
+        except Exception as exc:  # noqa: BLE001 - peft and torch raise many kinds; each becomes one line
+            lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+            mismatch = next((line for line in lines if "size mismatch" in line), None)
+            if mismatch is not None:
+                raise DamagedModelError(f"the PEFT adapter at {path} does not fit the base model {base_path}: "
+                                        f"{mismatch[:300]}; {fit}") from None
+            raise DamagedModelError(f"the PEFT adapter at {path} cannot be loaded on {base_path} "
+                                    f"({type(exc).__name__}: {(lines[0] if lines else '')[:300]})") from None
+    missing = [str(w.message) for w in caught if "missing adapter keys" in str(w.message)]
+    for w in caught:
+        if "missing adapter keys" not in str(w.message):
+            warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
+    if missing:
+        raise DamagedModelError(f"the PEFT adapter at {path} does not fit the base model {base_path}: the base has "
+                                f"layers the adapter holds no weights for (size mismatch: {missing[0][:200]}); {fit}")
+    return model.merge_and_unload()
 
 
 def describe(path: str, *, base_model: str | None = None) -> dict[str, Any]:
@@ -706,6 +824,9 @@ def template_system_prompt(tokenizer: Any, template_kwargs: dict[str, Any] | Non
 
 __all__ = [
     "DEFAULT_MODEL",
+    "DamagedModelError",
+    "check_adapter",
+    "safetensors_problem",
     "template_system_prompt",
     "PROMPT_HEAD_SHARE",
     "encode_chat",

@@ -12,15 +12,18 @@ replays those steps. `trim_records` first drops every record of a step the check
 each step's records appear once, whatever the moment of the kill.
 
 The output folder holds one run: `lock_output_dir` keeps a second trainer out of it while one runs (the
-bench's lock, `skillrise_gym.bench.store`), `run_contents` says whether it holds a run (which then needs
---resume, or --overwrite: `clear_run`), and `rotate` enforces `save_total_limit` only among complete
-checkpoints, after the new one is marked (transformers would delete the older ones before the marker is
-written, so a kill in between could leave no complete checkpoint at all).
+bench's lock, `skillrise_gym.bench.store`), `claim_run` refuses a folder holding files the trainer did not
+write and marks it as a run's (`RUN_MARKER`), `run_contents` says whether it holds a run (which then needs
+--resume, or --overwrite: `clear_run`, which deletes the run's outputs and nothing else), `resume_settings`
+refuses a --resume whose settings differ from the run's config.json, and `rotate` enforces
+`save_total_limit` only among complete checkpoints, after the new one is marked (transformers would delete
+the older ones before the marker is written, so a kill in between could leave no complete checkpoint at all).
 """
 
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 import shutil
@@ -37,6 +40,21 @@ RECORDS = ("metrics.jsonl", "turns.jsonl", "eval.jsonl")
 #: everything else the trainer writes in its output folder; --overwrite deletes these, the records and the
 #: checkpoint-N folders, and nothing else (runs/ is TensorBoard's default logging folder under report_to)
 OUTPUTS = ("config.json", "final", "final-merged", "final-merged.tmp", "eval", "warmstart.json", "README.md", "runs")
+#: written first into every output folder the trainer uses: a folder without it (nor an older version's
+#: config.json) must be empty, so the run's outputs (RECORDS, OUTPUTS, checkpoint-N) are never a user's files
+RUN_MARKER = "skillrise-run.json"
+#: the TrainConfig fields a --resume may change: how long and how the run goes on, never what it trains
+RESUME_MAY_CHANGE = frozenset({
+    "steps", "eval_interval", "eval_sequences", "save_interval", "save_merged", "output_dir", "resume", "overwrite",
+    "record_turns", "threads", "envs", "env_workers", "env_timeout", "ray_address", "ray_num_cpus", "ray_memory",
+    "overlap", "overlap_wait", "use_vllm", "vllm_gpu_memory_utilization", "bf16", "generation_dtype",
+    "prefix_cache_mb", "share_prefixes", "gradient_checkpointing", "generation_batch", "micro_batch_tokens"})
+#: trl_options keys a --resume may change (logging, saving, the hub, data loading, vLLM's server): by prefix or name
+RESUME_MAY_CHANGE_TRL = ("hub_", "logging_", "dataloader_", "vllm_", "report_to", "run_name", "save_total_limit",
+                         "disable_tqdm", "log_level", "push_to_hub")
+#: fields whose default means "resolved by the run" (config.json records the resolved value): on --resume the
+#: default takes the recorded value, so the resumed run plays what the run played
+RESOLVED_DEFAULTS = {"prompt_style": "auto", "max_task_steps": None, "train_split": None, "eval_split": None}
 #: the GRPOConfig attribute that carries trl_options' save_total_limit to `completion_callback` (TRL's own
 #: save_total_limit stays None: see the module docstring)
 SAVE_LIMIT_ATTRIBUTE = "skillrise_save_total_limit"
@@ -47,16 +65,111 @@ class RunFolderError(SkillRiseError, ValueError):
     --resume nor --overwrite was given, ...); the message says what to do."""
 
 
+def make_output_dir(out: str | os.PathLike) -> Path:
+    """`out` made (with its parents) when missing; a file there, or a file on its path, is a `RunFolderError`."""
+    out = Path(out)
+    if out.exists() and not out.is_dir():
+        raise RunFolderError(f"--output-dir {out} exists and is not a folder; choose another --output-dir")
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except (NotADirectoryError, FileExistsError):
+        raise RunFolderError(f"--output-dir {out} cannot be created: a part of its path is a file, not a folder; "
+                             "choose another --output-dir") from None
+    return out
+
+
 def lock_output_dir(out: str | os.PathLike) -> Any:
     """Hold `out`'s lock file (the bench's, `skillrise_gym.bench.store`) until the returned handle is closed;
-    a folder another process holds is a `RunFolderError`."""
-    from skillrise_gym.bench.store import RunDirError, _lock
+    a folder another process holds, or a lock file that cannot be one, is a `RunFolderError`."""
+    from skillrise_gym.bench.store import LockHeld, RunDirError, _lock
 
     try:
         return _lock(Path(out))
-    except RunDirError:
+    except LockHeld:
         raise RunFolderError(f"another skillrise-train process is writing to --output-dir {out} (it holds "
                              f"{Path(out) / '.lock'}); wait for it to end or choose another --output-dir") from None
+    except RunDirError as exc:
+        raise RunFolderError(f"--output-dir {out}: {exc}") from None
+
+
+def _older_run_config(path: Path) -> bool:
+    """Whether `path` is the config.json of a run made before `RUN_MARKER` existed."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
+    return isinstance(data, dict) and {"env", "algo", "model", "K", "G", "S", "steps"} <= set(data)
+
+
+def foreign_entries(out: str | os.PathLike) -> list[str]:
+    """What in `out` the trainer did not write, sorted: everything but the lock file in a folder that holds no
+    run (no `RUN_MARKER`, no skillrise-train config.json); [] in a run's folder."""
+    from skillrise_gym.bench.store import LOCK
+
+    out = Path(out)
+    if not out.is_dir() or (out / RUN_MARKER).exists() or _older_run_config(out / "config.json"):
+        return []
+    marker_in_flight = re.compile(rf"^\.{re.escape(RUN_MARKER)}\..*\.tmp$")  # atomic_write's, killed midway
+    return sorted(p.name for p in out.iterdir() if p.name != LOCK and not marker_in_flight.match(p.name))
+
+
+def claim_run(out: str | os.PathLike) -> None:
+    """Refuse `out` when it holds files the trainer did not write (`foreign_entries`, named), else mark it as
+    a run's folder (`RUN_MARKER`; an older version's run gets it too)."""
+    out = Path(out)
+    foreign = foreign_entries(out)
+    if foreign:
+        shown = ", ".join(foreign[:8]) + (f", ... ({len(foreign)} in all)" if len(foreign) > 8 else "")
+        raise RunFolderError(f"--output-dir {out} holds files skillrise-train did not write ({shown}); the trainer "
+                             "writes only into a new or empty folder (or one of its runs), so that it never replaces "
+                             "or deletes them: choose another --output-dir, or move them away")
+    if not (out / RUN_MARKER).exists():
+        atomic_write(out / RUN_MARKER, json.dumps({
+            "tool": "skillrise-train", "marker_version": 1,
+            "about": "this folder holds a skillrise-train run; --overwrite and --resume delete only the run's own "
+                     "outputs (records, checkpoint-N/, final*/, eval/, config.json, README.md, runs/, "
+                     "warmstart.json), never other files"}, indent=1) + "\n", fsync=True)
+
+
+def resume_settings(out: str | os.PathLike, current: dict[str, Any]) -> dict[str, Any]:
+    """Check a --resume's settings (`current`: `TrainConfig.to_dict()`) against the run's config.json: a
+    field outside `RESUME_MAY_CHANGE` that differs is a `RunFolderError` naming every such field with both
+    values. Returns the values of `RESOLVED_DEFAULTS` fields left at their default that the run resolved (the
+    caller sets them). No config.json: nothing to check ({})."""
+    path = Path(out) / "config.json"
+    if not path.exists():
+        return {}
+    try:
+        recorded = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        recorded = exc
+    if not isinstance(recorded, dict):
+        why = recorded if isinstance(recorded, Exception) else "not a JSON object"
+        raise RunFolderError(f"--resume: {path} is unreadable ({why}): the run's settings are unknown, so it cannot "
+                             "be resumed safely; restore the file, or start over with --overwrite")
+    current = json.loads(json.dumps(current))  # plain JSON types, as recorded
+    adopted: dict[str, Any] = {}
+    differences = []
+    for key in sorted(set(current) & set(recorded) - RESUME_MAY_CHANGE):
+        old, new = recorded[key], current[key]
+        if key in RESOLVED_DEFAULTS:
+            if old is None or old == RESOLVED_DEFAULTS[key]:
+                continue  # recorded unresolved (an older version): what it resolved to is unknown
+            if new == RESOLVED_DEFAULTS[key]:
+                adopted[key] = old
+                continue
+        if key == "trl_options" and isinstance(old, dict) and isinstance(new, dict):
+            for option in sorted(set(old) | set(new)):
+                if not option.startswith(RESUME_MAY_CHANGE_TRL) and old.get(option) != new.get(option):
+                    differences.append(f"trl_options {option}: {old.get(option)!r} in the run, {new.get(option)!r} now")
+        elif old != new:
+            differences.append(f"{key}: {old!r} in the run, {new!r} now")
+    if differences:
+        raise RunFolderError(f"--resume: {Path(out)} holds a run made with other settings ({'; '.join(differences)}); "
+                             "resume it with its own settings (only how it goes on may change: --steps, the intervals, "
+                             "threads, the env pool, ...), start it over with --overwrite, or choose another "
+                             "--output-dir")
+    return adopted
 
 
 def run_contents(out: str | os.PathLike) -> list[str]:
@@ -185,26 +298,48 @@ def trim_records(out: str | os.PathLike, global_step: int, updates_per_rollout: 
     eval.jsonl (rollouts > global_step // updates), and a torn last line. Returns lines dropped per file."""
     out = Path(out)
     rollouts = int(global_step) // max(1, int(updates_per_rollout))
+
+    def step(record: Any, nested: bool = False) -> int:
+        if not isinstance(record, dict):
+            raise ValueError(f"a JSON {type(record).__name__}, not an object")
+        extra = record.get("extra") if isinstance(record.get("extra"), dict) else {}
+        value = extra.get("step", record.get("step", 0)) if nested else record.get("step", 0)
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) \
+                or value != int(value):
+            raise ValueError(f"its step is {value!r}, not a whole number")
+        return int(value)
+
     keep = {
-        "turns.jsonl": lambda r: int((r.get("extra") or {}).get("step", r.get("step", 0))) < rollouts,
-        "metrics.jsonl": lambda r: int(r.get("step", 0)) <= global_step,
-        "eval.jsonl": lambda r: int(r.get("step", 0)) <= rollouts,
+        "turns.jsonl": lambda r: step(r, nested=True) < rollouts,
+        "metrics.jsonl": lambda r: step(r) <= global_step,
+        "eval.jsonl": lambda r: step(r) <= rollouts,
     }
     dropped: dict[str, int] = {}
     for name, wanted in keep.items():
         path = out / name
         if not path.is_file():
             continue
-        lines = [line for line in path.read_text(encoding="utf-8").splitlines(keepends=True) if line.strip()]
+        # lines end at "\n" only (a record's text may hold other line breaks, such as U+2028, unescaped)
+        raw = [line + b"\n" for line in path.read_bytes().split(b"\n")]
+        raw[-1] = raw[-1][:-1]  # what follows the last newline: nothing, or an interrupted final write
+        numbered = [(number, line) for number, line in enumerate(raw, 1) if line.strip()]
+        lines = [line for _number, line in numbered]
         kept = []
-        for number, line in enumerate(lines, 1):
-            if not line.endswith("\n"):
+        for number, line in numbered:
+            if not line.endswith(b"\n"):
                 continue  # an interrupted final write
             try:
+                line = line.decode("utf-8")
                 record = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise ValueError(f"{path}:{number}: not valid JSON ({exc.msg})") from None
-            if wanted(record):
+                wanted_now = wanted(record)
+            except (ValueError, RecursionError) as exc:
+                why = (exc.msg if isinstance(exc, json.JSONDecodeError) else "not UTF-8" if
+                       isinstance(exc, UnicodeDecodeError) else str(exc) or "nested too deeply")
+                raise RunFolderError(
+                    f"--resume: {path}:{number} is not a record the trainer wrote ({why}): the file was edited or "
+                    "damaged, so its steps cannot be matched to the checkpoint; restore the file, delete that line, "
+                    "or start the run over with --overwrite") from None
+            if wanted_now:
                 kept.append(line)
         if len(kept) != len(lines):
             atomic_write(path, "".join(kept), fsync=True)

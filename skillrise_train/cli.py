@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sys
 import time
 import warnings
@@ -174,16 +175,23 @@ def resume_point(out: Path, updates_per_rollout: int) -> str | None:
 
 def prepare_output_dir(config: TrainConfig, out: Path) -> tuple[Any, str | None]:
     """The main process's hold on `out` before anything is written there: the folder made and locked (a second
-    trainer on it is refused), then `--overwrite` clears the run it holds, `--resume` finds the checkpoint
-    to continue from (`resume_point`), and without either a folder holding a run is refused; config.json is
+    trainer on it is refused), a folder holding files the trainer did not write refused (`claim_run`), then
+    `--overwrite` clears the run it holds, `--resume` checks its settings against the run's
+    (`resume_settings`: the defaults the run resolved are set on `config`) and finds the checkpoint to
+    continue from (`resume_point`), and without either a folder holding a run is refused; config.json is
     written last. Returns (the lock's handle, to close when the run ends; the checkpoint or None)."""
     from skillrise_gym.paths import atomic_write
-    from skillrise_train.checkpoints import RunFolderError, clear_run, lock_output_dir, run_contents
+    from skillrise_train.checkpoints import (RunFolderError, claim_run, clear_run, foreign_entries, lock_output_dir,
+                                             make_output_dir, resume_settings, run_contents)
 
-    out.mkdir(parents=True, exist_ok=True)
+    make_output_dir(out)
     lock = lock_output_dir(out)
     try:
         resume_from = None
+        if config.resume and not foreign_entries(out):  # checked before anything is written
+            for name, value in resume_settings(out, config.to_dict()).items():
+                setattr(config, name, value)
+        claim_run(out)
         if config.overwrite:
             cleared = clear_run(out)
             if cleared:
@@ -217,6 +225,16 @@ def write_resolved_config(config: TrainConfig, episode: Any, eval_split: str, ou
     atomic_write(out / "config.json", json.dumps(resolved_config(config, episode, eval_split), indent=2), fsync=True)
 
 
+#: what torch.save says when the file system stops taking its bytes (a full disk or quota): its stream's
+#: "basic_ios::clear: iostream error", then its zip writer's "unexpected pos N vs M" (seen writing to /dev/full)
+TORCH_FULL_DISK = (re.compile(r"basic_ios::clear: iostream error"), re.compile(r"unexpected pos \d+ vs \d+"))
+
+
+def _flat(exc: BaseException) -> str:
+    """`exc`'s message on one line."""
+    return " ".join(str(exc).split())
+
+
 def output_failure(exc: BaseException, out: str | os.PathLike) -> OSError | None:
     """The OSError behind `exc` (itself, or its cause or context) when it means that the output could not be
     written: a full disk or quota, a read-only file system, or a permission refused inside `out`. torch's
@@ -240,7 +258,10 @@ def output_failure(exc: BaseException, out: str | os.PathLike) -> OSError | None
                         return exc
         for text, number in texts.items():
             if text in str(exc):
-                return OSError(number, text if number != errno.EIO else f"{os.strerror(number)} ({exc})")
+                return OSError(number, text if number != errno.EIO else f"{os.strerror(number)} ({_flat(exc)})")
+        if isinstance(exc, RuntimeError) and any(text.search(str(exc)) for text in TORCH_FULL_DISK):
+            # torch's writer, when the file system stops taking bytes (tested on /dev/full), says only this
+            return OSError(errno.ENOSPC, f"{os.strerror(errno.ENOSPC)} (torch's write failed: {_flat(exc)})")
         exc = exc.__cause__ or exc.__context__
     return None
 
@@ -258,10 +279,12 @@ def run(config: TrainConfig) -> dict[str, Any]:
     transformers.utils.logging.disable_progress_bar()
     warnings.filterwarnings("ignore", category=FutureWarning)
     ranks = start_processes(config)
-    from skillrise_train.grpo_args import check_trl_options, trainer_fixed_trl_args
+    from skillrise_train.grpo_args import check_grpo_config, check_trl_options, trainer_fixed_trl_args
 
-    # bad trl_options are refused before the output folder is touched
+    # bad trl_options are refused before the output folder is touched: by name and type, then as the trainer
+    # would build them (its GRPOConfig, optimizer and scheduler)
     check_trl_options(config.trl_options, set(trainer_fixed_trl_args(config, not torch.cuda.is_available())))
+    check_grpo_config(config, ranks.world_size)
     if config.ray_address:  # an unreachable cluster is refused now, before the model loads
         from skillrise_gym.pools.ray import connect
 
@@ -269,18 +292,24 @@ def run(config: TrainConfig) -> dict[str, Any]:
     out = Path(config.output_dir)
     # The main process alone locks and checks the folder and trims its records; the others wait for its
     # decision (this gather is the barrier after config.json is written) and stop if it stopped.
+    from skillrise_train.checkpoints import RESOLVED_DEFAULTS
+
     lock, resume_from, problem = None, None, None
     if ranks.main:
         try:
             lock, resume_from = prepare_output_dir(config, out)
         except BaseException as exc:
-            ranks.gather((None, f"{exc}"))
+            ranks.gather((None, f"{exc}", {}))
             raise
-    resume_from, problem = ranks.gather((resume_from, problem))[0]
+    # with the settings a --resume takes from the run's config.json (every process plays the same episode)
+    resume_from, problem, resumed = ranks.gather((resume_from, problem,
+                                                  {name: getattr(config, name) for name in RESOLVED_DEFAULTS}))[0]
     if problem is not None:  # another process: the main one has said why
         from skillrise_train.checkpoints import RunFolderError
 
         raise RunFolderError(f"the main process stopped before training: {problem}")
+    for name, value in resumed.items():
+        setattr(config, name, value)
     try:
         return _train(config, ranks, out, resume_from, started)
     finally:
@@ -327,10 +356,11 @@ def _train(config: TrainConfig, ranks: Any, out: Path, resume_from: str | None, 
             evaluations.append(record)
         if hasattr(generate, "finish"):
             generate.finish()
-        ranks.barrier()
+        ranks.barrier(patient=True)  # however long the evaluation took (distributed.Ranks.barrier)
         return record
 
-    logger.evaluate = evaluate
+    # the last rollout is evaluated after final/ is saved (below), so that a failing evaluation never loses it
+    logger.evaluate = lambda step: evaluate(step) if step < config.steps else None
     if os.environ.get("ACCELERATE_USE_FSDP", "").lower() == "true" and not trainer.is_fsdp_enabled:
         say("skillrise-train: warning: FSDP was asked for (accelerate launch --use_fsdp) but accelerate did not "
             "enable it (it shards only on GPUs): this run is plain data-parallel (DDP)")
@@ -350,12 +380,13 @@ def _train(config: TrainConfig, ranks: Any, out: Path, resume_from: str | None, 
     try:
         trainer.train(resume_from_checkpoint=resume_from)
         rollouts = trainer.state.global_step // config.updates_per_rollout
-        if config.eval_sequences and not (config.eval_interval and rollouts % config.eval_interval == 0):
-            evaluate(rollouts)
-        trainer.save_model(str(out / "final"))
+        trainer.save_model(str(out / "final"))  # the trained model first: an evaluation that fails keeps it
         ranks.barrier()
         if config.lora and config.save_merged and ranks.main:
             say(f"merged weights: {save_merged(out / 'final', out / 'final-merged', config)}")
+        # the last evaluation, unless eval.jsonl holds it (a finished run resumed; the main process decides)
+        if config.eval_sequences and not ranks.gather(ranks.main and _evaluated(out, rollouts))[0]:
+            evaluate(rollouts)
     finally:
         rollout.close()
     summary = {
@@ -379,6 +410,21 @@ def _train(config: TrainConfig, ranks: Any, out: Path, resume_from: str | None, 
             f"{out / 'metrics.jsonl'}. What learning across tasks looks like: benchmarks/transfer_experiment.py "
             "(README, 'Transfer').", flush=True)
     return summary
+
+
+def _evaluated(out: Path, step: int) -> bool:
+    """Whether out/eval.jsonl holds an evaluation of `step` (a damaged line is no evaluation)."""
+    try:
+        lines = (out / "eval.jsonl").read_text(encoding="utf-8").splitlines()
+    except OSError:
+        return False
+    for line in lines:
+        try:
+            if json.loads(line).get("step") == step:
+                return True
+        except (ValueError, AttributeError):
+            continue
+    return False
 
 
 def start_processes(config: TrainConfig) -> Any:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import re
 from dataclasses import asdict, dataclass, fields
 from typing import Any
 
@@ -88,6 +89,28 @@ class TRLOptions(JSONObject):
 
     field_name = "trl_options"
     example = '{"lr_scheduler_type": "cosine"}'
+
+
+#: TRL's loss aggregations (GRPOConfig's loss_type help; tests/test_reliability_train_config.py checks the pinned
+#: TRL's list)
+LOSS_TYPES = ("grpo", "dr_grpo", "dapo", "bnpo", "cispo", "sapo", "luspo", "vespo")
+#: the largest --seed: evaluation and the samplers add offsets to it, and numpy takes seeds below 2**32
+SEED_LIMIT = 2**31 - 1
+#: a key whose value is a secret (GRPOConfig's hub_token; a token, key or password at any depth of trl_options)
+SECRET_KEY = re.compile(r"(^|_)(token|key|password|passwd|secret|credentials?)$|password|secret|api_?key", re.I)
+#: what config.json holds in place of a secret
+REDACTED = "<redacted>"
+
+
+def redact_secrets(value: Any) -> Any:
+    """`value` (a dict, at any depth) with every non-empty string under a secret-like key (`SECRET_KEY`)
+    replaced by `REDACTED`: what may be written to disk."""
+    if isinstance(value, dict):
+        return {key: REDACTED if (isinstance(item, str) and item and SECRET_KEY.search(str(key)))
+                else redact_secrets(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [redact_secrets(item) for item in value]
+    return value
 
 
 ALGOS = tuple(ALGORITHMS)  # skillrise_train.algorithms: one object per algorithm
@@ -237,13 +260,62 @@ class TrainConfig:
         from skillrise_gym.pools.ray import check_settings
 
         check_settings(self.ray_address, self.ray_num_cpus, self.ray_memory)
+        self._check_ranges()
         from skillrise_gym.backends import backend_class, check_options
 
-        backend_class(self.env)  # an unknown name: ValueError listing the known ones
+        backend = backend_class(self.env)  # an unknown name: ValueError listing the known ones
         check_options(self.env, self.backend_options)
+        for split in (self.train_split, self.eval_split):  # a misspelt split now, not after a training step
+            if split is not None:
+                backend.check_split(split)
+
+    def _check_ranges(self) -> None:
+        """The numbers the other checks leave: each a one-line ValueError naming the field, before anything
+        runs (they used to pass and then crash, or train meaninglessly)."""
+        def number(name: str, low: float, *, above: bool = False, high: float | None = None,
+                   whole: bool = False, hint: str = "") -> None:
+            value = getattr(self, name)
+            ok = (isinstance(value, (int, float)) and not isinstance(value, bool)
+                  and (isinstance(value, int) or not whole) and math.isfinite(value)
+                  and (value > low if above else value >= low) and (high is None or value <= high))
+            if not ok:
+                bound = (f"> {low}" if above else f">= {low}") + (f" and <= {high}" if high is not None else "")
+                raise ValueError(f"{name} must be a {'whole' if whole else 'finite'} number {bound}{hint}, "
+                                 f"got {value!r}")
+
+        number("seed", 0, high=SEED_LIMIT, whole=True)
+        number("eval_sequences", 0, whole=True, hint=" (0: no evaluation)")
+        number("eval_interval", 0, whole=True, hint=" (0: only at the end)")
+        number("save_interval", 1, whole=True, hint=" (steps between checkpoints)")
+        number("lora_r", 1, whole=True)
+        number("lora_alpha", 0, above=True)
+        number("temperature", 0, hint=" (0: greedy)")
+        number("max_prompt_tokens", 0, whole=True, hint=" (0: the model's context minus max_new_tokens)")
+        number("warmstart_steps", 0, whole=True, hint=" (0: no warm start)")
+        number("warmstart_sequences", 1 if self.warmstart_steps else 0, whole=True,
+               hint=" (with warmstart_steps, the sequences its examples come from)" if self.warmstart_steps else "")
+        number("weight_decay", 0)
+        number("max_grad_norm", 0, hint=" (0: no clipping)")
+        number("epsilon", 0, above=True, hint=" (the PPO clip range)")
+        if not (isinstance(self.dual_clip, (int, float)) and (self.dual_clip == 0 or
+                                                            (math.isfinite(self.dual_clip) and self.dual_clip > 1))):
+            raise ValueError(f"dual_clip must be 0 (off) or a finite bound > 1 on the ratio, got {self.dual_clip!r}")
+        if not (isinstance(self.entropy_coef, (int, float)) and math.isfinite(self.entropy_coef)):
+            raise ValueError(f"entropy_coef must be a finite number, got {self.entropy_coef!r}")
+        number("success_reward", 0, above=True)
+        number("micro_batch_tokens", -1, whole=True, hint=" (-1: sized for the device; 0: no limit)")
+        number("env_workers", 0, whole=True, hint=" (0: envs in this process)")
+        number("vllm_gpu_memory_utilization", 0, above=True, high=1)
+        if self.loss_type not in LOSS_TYPES:
+            raise ValueError(f"loss_type must be one of {', '.join(LOSS_TYPES)} (TRL's), got {self.loss_type!r}")
+        if not str(self.output_dir).strip():
+            raise ValueError("output_dir must name a folder, got ''")
 
     def to_dict(self) -> dict[str, Any]:
-        return {**asdict(self), "backend_options": dict(self.backend_options), "trl_options": dict(self.trl_options)}
+        """The fields as plain data, for config.json: secrets in trl_options (hub_token, ...) redacted
+        (`redact_secrets`; the trainer still gives them to TRL)."""
+        return {**asdict(self), "backend_options": dict(self.backend_options),
+                "trl_options": redact_secrets(dict(self.trl_options))}
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "TrainConfig":

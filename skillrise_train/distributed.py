@@ -18,6 +18,9 @@ A training step on W ranks (one process per GPU, or per CPU slot under gloo):
   - with sharded models (ZeRO-3, FSDP) every generation call gathers parameters collectively, so every rank
     makes the same number of generation calls (`LockstepGeneration`: a rank with nothing to generate joins
     with a one-token placeholder prompt until every rank is done).
+- While the main process alone works for as long as it takes (the held-out evaluation), the others wait in
+  a patient barrier (`Ranks.barrier(patient=True)`: polling the process group's store), not in a
+  collective, whose timeout (30 minutes by default) a long evaluation would exceed.
 
 On one process every operation here is the identity, so a single-process run does exactly what it did.
 """
@@ -75,10 +78,53 @@ class Ranks:
     def total(self, value: int) -> int:
         return sum(self.gather(int(value)))
 
-    def barrier(self) -> None:
+    def barrier(self, patient: bool = False) -> None:
+        """Every rank waits here for the others. A plain barrier is a collective under the process group's
+        timeout (30 minutes by default), past which the waiting ranks fail; `patient` waits as long
+        as it takes, for work only some ranks do whose length nothing bounds (the main process's held-out
+        evaluation): each rank counts itself in at the process group's store and polls it, so no collective
+        is pending while it waits (`patient_barrier`)."""
         dist = _dist()
-        if self.several and dist is not None:
-            dist.barrier()
+        if not (self.several and dist is not None):
+            return
+        if patient:
+            store = _default_store(dist)
+            if store is not None:
+                patient_barrier(store, self.world_size)
+                return
+        dist.barrier()
+
+
+#: patient barriers passed by this process (every rank passes them equally often: the key of the next one)
+_PATIENT_BARRIERS = [0]
+#: the longest pause between two looks at the store while a patient barrier waits (seconds)
+PATIENT_POLL = 0.5
+
+
+def _default_store(dist: Any) -> Any:
+    """The key-value store the default process group was started with (torch keeps it privately), or None."""
+    try:
+        return dist.distributed_c10d._get_default_store()
+    except (AttributeError, RuntimeError, ValueError):
+        return None
+
+
+def patient_barrier(store: Any, world_size: int, poll: float = PATIENT_POLL) -> None:
+    """A barrier without a deadline: this rank adds itself to the next barrier's counter in `store` and looks
+    again (quickly at first, then every `poll` seconds) until all `world_size` ranks have. Each look is one
+    short request, so neither the store's nor the process group's timeout runs out while the others are
+    busy; a rank that died ends its launcher's job (torchrun stops the others), and a store that is gone
+    raises here."""
+    import time
+
+    _PATIENT_BARRIERS[0] += 1
+    key = f"skillrise/patient-barrier/{_PATIENT_BARRIERS[0]}"
+    arrived = store.add(key, 1)
+    pause = 0.005
+    while arrived < world_size:
+        time.sleep(pause)
+        pause = min(poll, pause * 2)
+        arrived = store.add(key, 0)
 
 
 def shard(count: int, ranks: Ranks) -> list[int]:

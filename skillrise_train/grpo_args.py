@@ -77,7 +77,8 @@ def make_grpo_config(config: TrainConfig, **overrides: Any) -> GRPOConfig:
     except (TypeError, ValueError) as exc:
         if not config.trl_options:
             raise
-        raise ConfigurationError(f"trl_options {dict(config.trl_options)}: GRPOConfig refused them: {exc}") from None
+        raise ConfigurationError(f"trl_options {dict(config.trl_options)}: GRPOConfig refused them: "
+                                 f"{_one_line(exc)}") from None
     from skillrise_train.checkpoints import SAVE_LIMIT_ATTRIBUTE
 
     setattr(args, SAVE_LIMIT_ATTRIBUTE, save_total_limit)
@@ -131,6 +132,8 @@ _OWN_EVALUATION = "evaluation is the trainer's own held-out bench run: use --eva
 TRL_OPTIONS_REFUSED = {
     "resume_from_checkpoint": "continue a run with --resume (it takes the newest complete checkpoint in --output-dir)",
     "push_to_hub": "the trainer never uploads (nothing leaves this machine); upload --output-dir's final/ yourself",
+    "model_init_kwargs": "the trainer loads the model itself from --model, and TRL ignores model_init_kwargs for a "
+                         "model it is given",
     **{name: _OWN_EVALUATION for name in ("eval_strategy", "eval_steps", "eval_delay", "eval_on_start", "do_eval",
                                           "do_predict", "load_best_model_at_end", "metric_for_best_model",
                                           "greater_is_better", "num_generations_eval")},
@@ -172,6 +175,10 @@ def check_trl_options(options: dict[str, Any], fixed: set[str]) -> None:
             near = difflib.get_close_matches(key, known, n=1)
             hint = f" (did you mean {near[0]}?)" if near else ""
             raise ConfigurationError(f"trl_options: {key!r} is not a GRPOConfig field{hint}")
+    types = {f.name: f.type for f in dataclass_fields(GRPOConfig)}
+    for key, value in options.items():
+        if not _fits(value, types[key]):
+            raise ConfigurationError(f"trl_options: {key} must be {_type_name(types[key])}, got {value!r}")
     kwargs = options.get("generation_kwargs")
     if kwargs is not None:
         if not isinstance(kwargs, dict):
@@ -188,6 +195,158 @@ def check_trl_options(options: dict[str, Any], fixed: set[str]) -> None:
                                  f"kept), got {limit!r}")
     if "report_to" in options:
         check_report_to(options["report_to"])
+
+
+def _fits(value: Any, annotation: Any) -> bool:
+    """Whether a JSON value fits a GRPOConfig field's annotation (bool, int, float, str, None, dict, list[...],
+    enums, Literal and unions of them); annotations of other kinds let anything through (GRPOConfig checks
+    them, or the up-front construction in `check_grpo_config` does)."""
+    import enum
+    import types
+    import typing
+
+    origin = typing.get_origin(annotation)
+    if origin in (typing.Union, types.UnionType):
+        return any(_fits(value, member) for member in typing.get_args(annotation))
+    if origin is typing.Literal:
+        return value in typing.get_args(annotation)
+    if annotation is type(None):
+        return value is None
+    if annotation is bool:
+        return isinstance(value, bool)
+    if annotation is int:
+        return isinstance(value, int) and not isinstance(value, bool)
+    if annotation is float:
+        return isinstance(value, (int, float)) and not isinstance(value, bool)
+    if annotation is str:
+        return isinstance(value, str)
+    if annotation is dict or origin is dict:
+        return isinstance(value, dict)
+    if annotation is list or origin is list:
+        items = typing.get_args(annotation)
+        return isinstance(value, list) and (not items or all(_fits(item, items[0]) for item in value))
+    if isinstance(annotation, type) and issubclass(annotation, enum.Enum):
+        return value in {member.value for member in annotation}
+    return True
+
+
+def _type_name(annotation: Any) -> str:
+    """A GRPOConfig field's annotation as a user reads it: "a number", "true or false", "a JSON object", ..."""
+    import enum
+    import types
+    import typing
+
+    names = {bool: "true or false", int: "a whole number", float: "a number", str: "a string",
+             type(None): "null", dict: "a JSON object", list: "a list"}
+    origin = typing.get_origin(annotation)
+    if origin in (typing.Union, types.UnionType):
+        parts = [_type_name(member) for member in typing.get_args(annotation)]
+        return " or ".join(dict.fromkeys(parts))
+    if origin is typing.Literal:
+        return "one of " + ", ".join(repr(v) for v in typing.get_args(annotation))
+    if isinstance(annotation, type) and issubclass(annotation, enum.Enum):
+        return "one of " + ", ".join(repr(m.value) for m in annotation)
+    return names.get(origin or annotation, str(annotation))
+
+
+#: trl_options that need a package TRL or transformers imports only once the trainer is built: (module, pip name)
+OPTION_PACKAGES = {"use_liger_kernel": ("liger_kernel", "liger-kernel")}
+#: optimizers transformers builds from the model itself (parameter groups by module): only their package is
+#: checked up front
+MODEL_BUILT_OPTIMIZERS = ("galore", "apollo", "lomo")
+#: schedulers that take no lr_scheduler_kwargs (transformers.get_scheduler drops them silently)
+SCHEDULERS_WITHOUT_KWARGS = ("constant", "constant_with_warmup")
+
+
+def check_grpo_config(config: TrainConfig, processes: int = 1) -> None:
+    """`--trl-options` that pass `check_trl_options` but would fail only once the trainer is built or its first
+    step runs, refused now as one-line ConfigurationErrors (the CLI calls this before the output folder is
+    touched): the GRPOConfig is constructed; DeepSpeed and FSDP need GPUs (and FSDP several processes); a
+    package an option needs must be installed; lr_scheduler_kwargs must be a JSON object the scheduler
+    takes; and the optimizer and scheduler are created, and stepped once, on a stand-in model, as the
+    trainer would create them (an unknown optimizer, its missing package, Adam's betas, ...)."""
+    import importlib.util
+
+    options = dict(config.trl_options)
+    if not options:
+        return
+    gpus = torch.cuda.is_available()
+    for name in ("deepspeed", "fsdp", "fsdp_config"):
+        if options.get(name) and not gpus:
+            raise ConfigurationError(f"trl_options: {name} needs GPUs (DeepSpeed and FSDP run on GPUs) and this "
+                                     "machine has none (several CPU processes train without it: docs/train.md, "
+                                     "Several processes)")
+    if options.get("fsdp") and processes < 2:
+        raise ConfigurationError("trl_options: fsdp needs several processes (accelerate launch --num_processes N "
+                                 "..., or torchrun); this is one")
+    for name, (module, package) in OPTION_PACKAGES.items():
+        if options.get(name) and importlib.util.find_spec(module) is None:
+            raise ConfigurationError(f"trl_options: {name} needs the {package} package, which is not installed: "
+                                     f"pip install {package}")
+    try:
+        args = make_grpo_config(config)
+    except ConfigurationError as exc:
+        raise ConfigurationError(_one_line(exc)) from None
+    except Exception as exc:  # noqa: BLE001  (whatever transformers or TRL raise: one line, exit 2)
+        raise ConfigurationError(f"trl_options {options}: GRPOConfig refused them: {_one_line(exc)}") from None
+    kwargs = args.lr_scheduler_kwargs
+    if kwargs is not None and not isinstance(kwargs, dict):
+        raise ConfigurationError(f"trl_options: lr_scheduler_kwargs must be a JSON object of the scheduler's keyword "
+                                 f"arguments, got {kwargs!r}")
+    scheduler = getattr(args.lr_scheduler_type, "value", args.lr_scheduler_type)
+    if kwargs and scheduler in SCHEDULERS_WITHOUT_KWARGS:
+        raise ConfigurationError(f"trl_options: lr_scheduler_kwargs {kwargs} would be ignored: lr_scheduler_type "
+                                 f"{scheduler!r} takes none (set lr_scheduler_type to the scheduler they are for)")
+    _check_optimizer_and_scheduler(args)
+
+
+def _one_line(exc: BaseException) -> str:
+    return " ".join(str(exc).split()) or type(exc).__name__
+
+
+def _check_optimizer_and_scheduler(args: GRPOConfig) -> None:
+    """Create the optimizer `args` asks for on a stand-in model on this process's device, step it once, and
+    create and step the learning-rate scheduler, as transformers' Trainer does (create_optimizer,
+    create_scheduler); a failure is a one-line ConfigurationError."""
+    from accelerate import PartialState
+    from transformers import Trainer
+    from transformers.optimization import get_scheduler
+    from transformers.trainer_optimizer import is_optimizer_factory
+
+    optim = getattr(args.optim, "value", args.optim)
+    model = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.LayerNorm(4)).to(PartialState().device)
+    try:
+        optimizer_cls, kwargs = Trainer.get_optimizer_cls_and_kwargs(args, model)
+    except ImportError as exc:
+        raise ConfigurationError(f"trl_options: optim {optim!r}: {_one_line(exc)}") from None
+    except Exception as exc:  # noqa: BLE001
+        if any(name in optim for name in MODEL_BUILT_OPTIMIZERS):
+            return  # it needs the real model's modules; its package is there
+        raise ConfigurationError(f"trl_options: optim {optim!r} cannot be created: {_one_line(exc)}") from None
+    if any(name in optim for name in MODEL_BUILT_OPTIMIZERS) or is_optimizer_factory(optimizer_cls):
+        return  # built from the real model's modules
+    try:
+        groups = [{"params": [model[0].weight], "weight_decay": args.weight_decay},
+                  {"params": [model[0].bias, *model[1].parameters()], "weight_decay": 0.0}]
+        kwargs = dict(kwargs)
+        kwargs.pop("params", None)
+        optimizer = optimizer_cls(groups, **kwargs)
+        model(torch.ones(2, 4, device=model[0].weight.device)).square().sum().backward()
+        optimizer.step()
+        optimizer.zero_grad()
+    except Exception as exc:  # noqa: BLE001
+        raise ConfigurationError(f"trl_options: the optimizer (optim {optim!r}, adam_beta1/adam_beta2/adam_epsilon, "
+                                 f"optim_args) cannot be created: {_one_line(exc)}") from None
+    scheduler = getattr(args.lr_scheduler_type, "value", args.lr_scheduler_type)
+    try:
+        steps = max(1, int(args.max_steps))
+        schedule = get_scheduler(scheduler, optimizer=optimizer, num_warmup_steps=args.get_warmup_steps(steps),
+                                 num_training_steps=steps, scheduler_specific_kwargs=args.lr_scheduler_kwargs)
+        optimizer.step()
+        schedule.step()
+    except Exception as exc:  # noqa: BLE001
+        raise ConfigurationError(f"trl_options: lr_scheduler_type {scheduler!r} with lr_scheduler_kwargs "
+                                 f"{args.lr_scheduler_kwargs}: {_one_line(exc)}") from None
 
 
 def check_report_to(report_to: Any) -> None:

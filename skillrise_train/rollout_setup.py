@@ -4,13 +4,13 @@ place a `TrainConfig` becomes a `RolloutConfig` (what the rollout engine takes).
 from __future__ import annotations
 
 import math
-import os
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 from skillrise_gym.backends import backend_class
 from skillrise_gym.episode import EpisodeSpec
 from skillrise_gym.pools import PoolConfig
+from skillrise_gym.resources import available_memory  # shared with the bench, which bounds its JVMs alike
 from skillrise_train.algorithms import algorithm, algorithm_for
 from skillrise_train.config import OVERLAP_WAIT
 
@@ -116,19 +116,3 @@ def pool_size(envs: int, trials: int, env: str) -> int:
     if per_env and available is not None:
         size = min(size, available // per_env)
     return max(1, size)
-
-
-def available_memory() -> int | None:
-    """Bytes of memory available to new processes (MemAvailable of /proc/meminfo, else the free physical
-    pages), or None where the system says neither."""
-    try:
-        with open("/proc/meminfo", encoding="ascii") as handle:
-            for line in handle:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024
-    except (OSError, ValueError, IndexError):
-        pass
-    try:
-        return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
-    except (AttributeError, OSError, ValueError):
-        return None

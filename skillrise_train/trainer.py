@@ -318,7 +318,8 @@ class SkillRiseTrainer(GRPOAdapter):
         if self.args.should_save:
             self.episode.save(output_dir or self.args.output_dir, algo=self.config.algo,
                               held_out_split=self.config.eval_split or default_splits(self.config.env)[1],
-                              template_system_prompt=self.template_system_prompt)
+                              template_system_prompt=self.template_system_prompt,
+                              temperature=self.config.temperature)
 
     # ------------------------------------------------------------------ prompts and generation
     def _prompt_budget(self, config: TrainConfig) -> int:
@@ -340,9 +341,9 @@ class SkillRiseTrainer(GRPOAdapter):
         """Token ids of one prompt (`skillrise_gym.models.encode_chat`, the encoding the hf agent uses too)."""
         from skillrise_gym.models import encode_chat
 
-        episode = self.episode
-        return encode_chat(self.processing_class, text, prefix, max_tokens=episode.max_prompt_tokens,
-                           system_prompt=episode.system_prompt, template_kwargs=dict(episode.chat_template_kwargs))
+        framing = self.episode.framing()  # the prompt budget, system message and template arguments
+        return encode_chat(self.processing_class, text, prefix, max_tokens=framing["max_prompt_tokens"],
+                           system_prompt=framing["system_prompt"], template_kwargs=framing["chat_template_kwargs"])
 
     def generate_completions(self, prompts: list[str], prefixes: list[str] | None = None,
                              seeds: list[int] | None = None) -> list[Completion]:

@@ -6,7 +6,10 @@ empty content, 401) or made permanent, and the server can hold requests after th
 client mid-run). Hostile replies, for the reliability tests: "drip" (headers, then one byte every `drip_s`
 seconds), "deep" (a 200 body of `deep_bytes` "["), "huge" (a valid completion whose content is `huge_bytes`
 long), "bomb" (a gzip body that expands to `bomb_bytes`), "echo" (an HTTP 400 or, as "echo200", a 200
-malformed body that echoes the request's Authorization header and URL). Every wait is bounded.
+malformed body that echoes the request's Authorization header and URL), "redirect" (wait `slow_s`, then an
+HTTP 307 back to the same URL: a redirect loop), "echokey" (a valid completion whose content is the request's
+query string and Authorization header). Every wait is bounded. The query string of each request is kept in
+`queries` (the route ignores it).
 Prefill as vLLM does it: with ``continue_final_message`` (and ``add_generation_prompt`` false: both true is
 vLLM's HTTP 400) a final assistant message is continued, and the reply's content is the continuation only
 (with `echo_prefix`, the prefix and the continuation, as vLLM's ``echo: true``).
@@ -50,6 +53,7 @@ class ChatServer:
         self.release = threading.Event()
         self.requests: list[dict] = []
         self.auth: list[str | None] = []
+        self.queries: list[str] = []  # the query string of each request ("" when none)
         self._lock = threading.Lock()
         self._generate_lock = threading.Lock()
         server = self
@@ -98,6 +102,7 @@ class ChatServer:
             self.release.clear()
             self.requests.clear()
             self.auth.clear()
+            self.queries.clear()
 
     def generate(self, prompt: str, max_new_tokens: int = MAX_NEW_TOKENS,
                  prefix: str = "") -> tuple[str, int, int, str]:
@@ -127,6 +132,7 @@ class ChatServer:
         with self._lock:
             self.requests.append(body)
             self.auth.append(handler.headers.get("Authorization"))
+            self.queries.append(handler.path.partition("?")[2])
             number = len(self.requests)
             fault = self.faults.popleft() if self.faults else self.always
             if self.fail_after is not None and number > self.fail_after:
@@ -134,8 +140,11 @@ class ChatServer:
             hold = self.hold_after is not None and number > self.hold_after
         if hold:
             self.release.wait(HOLD_LIMIT_S)
-        if handler.path.rstrip("/") != "/v1/chat/completions":
+        if handler.path.partition("?")[0].rstrip("/") != "/v1/chat/completions":
             return self._send(handler, 404, b'{"error": {"message": "not found"}}')
+        if fault == "redirect":
+            time.sleep(self.slow_s)
+            return self._send(handler, 307, b"", {"Location": handler.path})
         if fault == "500":
             return self._send(handler, 500, b'{"error": {"message": "internal error"}}')
         if fault == "429":
@@ -177,6 +186,9 @@ class ChatServer:
             prompt, min(int(body.get("max_tokens", 8)), MAX_NEW_TOKENS), prefix)
         if fault == "empty":
             text, completion_tokens = "", 0
+        if fault == "echokey":
+            query, auth = handler.path.partition("?")[2], handler.headers.get("Authorization")
+            text = f"<action>query {query} auth {auth}</action>"
         if prefix and self.echo_prefix:
             text = prefix + text
         reply = {

@@ -185,6 +185,7 @@ def test_the_bench_plays_a_trained_policys_episode_without_a_style_flag(trained_
     assert _bench(trained_run, tmp_path / "b") == 0
     err = capsys.readouterr().err
     assert "playing the episode" in err and "trained on split train at K=2" in err
+    assert "sampled at temperature 1 in training, 0 here (--temperature)" in err
     manifest = json.loads((tmp_path / "b" / "manifest.json").read_text())["identity"]
     assert manifest["prompt_style"] == "compact" and manifest["agent"]["max_new_tokens"] == 24
     assert manifest["episode_from"]["differs"] == {}

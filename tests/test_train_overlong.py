@@ -12,7 +12,7 @@ def _one_step(tmp_path, name, tiny_model_dir, penalty):
     out = tmp_path / name
     run(TrainConfig(env="rulebook", model=tiny_model_dir, K=2, G=2, S=1, steps=1, max_task_steps=1,
                     max_new_tokens=6, warmstart_steps=0, overlong_penalty=penalty, output_dir=str(out), seed=3,
-                    threads=1, record_turns=True, save_interval=0))
+                    threads=1, record_turns=True, save_interval=1))
     turns = [json.loads(line) for line in (out / "turns.jsonl").read_text().splitlines()]
     metrics = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
     return turns, next(m for m in metrics if "cut/curate" in m)

@@ -8,7 +8,8 @@ other variable supplies it (with none, requests carry no ``Authorization`` heade
 
 Failure handling, per prompt:
 - `timeout_s` bounds each request's whole wall time (connect, send, wait for headers and read the whole body:
-  a server that drips one byte a second is cut off at the same time as a silent one), not each read.
+  a server that drips one byte a second is cut off at the same time as a silent one), not each read, and
+  the redirects it follows are part of it (one deadline for all the hops; a hop is no retry).
 - connection failures, timeouts, HTTP 408/409/429/5xx: retried by the client
   (exponential backoff from 0.5 s up to 8 s with jitter; ``Retry-After`` honoured up to 2 minutes, a longer
   one is not waited for), at most `max_retries` times, and no retry starts once `retry_deadline_s` has
@@ -35,6 +36,11 @@ Failure handling, per prompt:
   decompression); a larger one, or a body nested too deeply to parse, counts as malformed (asked again).
 - every error message is redacted: the API key, any ``Bearer ...`` or ``api_key=...``-like value and the
   credentials of a ``user:password@`` URL are replaced by ``***`` (servers that echo headers leak nothing).
+- a key in `base_url`'s query string (``?api_key=...``, ``key=``, ``token=``...: `secret_param`) is sent with
+  every request and is a secret like the others: `describe` (the manifest) and error messages show ``***``
+  for its value. A completion that holds the key or a credential of the URL (`MIN_REPLY_SECRET` characters
+  or more) has it replaced by ``***`` before the env and the records get it (``extra["redacted"]``).
+- a `base_url` without a usable host or port is a ValueError (one line) when the agent is made.
 Observations of one `act` call are sent concurrently from a thread pool, at most `concurrency` at a time.
 `close` stops new requests, retries and the client's waits between them; a request on the wire is cut off
 within `CLOSE_POLL_S`.
@@ -42,12 +48,14 @@ within `CLOSE_POLL_S`.
 
 from __future__ import annotations
 
+import math
 import os
 import re
 import threading
 import time
 import warnings
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import wait as wait_futures
 from dataclasses import dataclass
 from typing import Any, ClassVar, Iterator, Sequence
 
@@ -56,6 +64,11 @@ from skillrise_gym.agents.base import Agent, AgentError, AgentOutput
 RESUMABLE_STATUS = {408, 409, 425, 429}  # and 5xx: a later rerun can succeed
 MAX_REPLY_BYTES = 8 * 2**20  # default cap on one reply, raw and decompressed
 CLOSE_POLL_S = 0.25  # socket reads wait in slices this long, so `close` and the deadline cut them off
+#: the request extension that marks one request of the client: the redirects it follows carry it (one deadline
+#: for all the hops), a retry is built afresh without it
+ATTEMPT_KEY = "skillrise_attempt"
+#: a secret this long or longer (the key, a credential of --base-url) is replaced by *** in completions too
+MIN_REPLY_SECRET = 8
 
 
 @dataclass
@@ -104,6 +117,7 @@ class _Call:
     last_error: str = ""
     transport_error: BaseException | None = None  # the current request's failure below HTTP
     deadline: float = float("inf")  # when the current request must be over (its start + timeout_s)
+    attempt: object = None  # the marker of the current request, which its redirects carry (`ATTEMPT_KEY`)
     received: int = 0  # bytes of the current request read from the socket
     decoded: int = 0  # bytes of the current reply after decompression
 
@@ -116,21 +130,25 @@ class OpenAIAgent(Agent):
         if not config.base_url or not config.base_url.startswith(("http://", "https://")):
             raise ValueError(redact(f"--base-url must start with http:// or https://, got {config.base_url!r}",
                                     _url_secrets(config.base_url)))
+        check_base_url(config.base_url)
         if not config.model:
             raise ValueError("the openai agent needs --model (the model name the server serves)")
-        if (config.concurrency < 1 or config.max_retries < 0 or config.timeout_s <= 0 or config.retry_deadline_s < 0
-                or config.max_reply_bytes < 1):
-            raise ValueError("concurrency must be >= 1, max_retries >= 0, retry deadline >= 0, timeout > 0 and "
-                             "max_reply_bytes >= 1")
+        if (config.concurrency < 1 or config.max_retries < 0 or not 0 < config.timeout_s < math.inf
+                or not 0 <= config.retry_deadline_s < math.inf or config.max_reply_bytes < 1):
+            raise ValueError("concurrency must be >= 1, max_retries >= 0, retry deadline finite and >= 0, timeout "
+                             "finite and > 0 and max_reply_bytes >= 1")
         if config.prefill not in PREFILL_MODES:
             raise ValueError(f"prefill must be None (off) or 'continue', got {config.prefill!r}")
         self.config = config
         key = read_api_key(config.api_key_env)
         openai = _import_openai()
         self._openai = openai
-        self.url = config.base_url.rstrip("/") + "/chat/completions"
-        self.shown_url = _strip_credentials(self.url)  # what error messages name
+        base, query = _split_query(config.base_url)
+        self.url = base.rstrip("/") + "/chat/completions" + (f"?{query}" if query else "")
+        self.shown_url = _strip_credentials(self.url)  # what error messages name (no credentials, no query secret)
         self._secrets = [s for s in (key, *_url_secrets(config.base_url)) if s]
+        #: what a reply may not carry into the env and the records (long enough not to be ordinary text)
+        self._reply_secrets = sorted({s for s in self._secrets if len(s) >= MIN_REPLY_SECRET}, key=len, reverse=True)
         self._lock = threading.Lock()
         self._local = threading.local()
         self._closed = threading.Event()
@@ -138,9 +156,11 @@ class OpenAIAgent(Agent):
         self._headers = {"Authorization": f"Bearer {key}" if key else openai.omit}
         http = openai.DefaultHttpxClient(event_hooks={"request": [self._on_request], "response": [self._on_response]})
         _bound_sockets(http, self)
+        # the query string (a key some servers take there) goes with every request, not into the path
         self._client = _client_class(openai, self._closed)(
-            api_key=key or "no-key", base_url=config.base_url.rstrip("/"), max_retries=config.max_retries,
-            timeout=openai.Timeout(config.timeout_s), http_client=http)
+            api_key=key or "no-key", base_url=base.rstrip("/"), max_retries=config.max_retries,
+            timeout=openai.Timeout(config.timeout_s), http_client=http,
+            default_query=dict(_query_pairs(query)) or None)
         self.batch_size = config.concurrency
         self._pool = ThreadPoolExecutor(max_workers=config.concurrency, thread_name_prefix="openai-agent")
         self.stats = {"requests": 0, "retries": 0, "empty_completions": 0}
@@ -154,9 +174,9 @@ class OpenAIAgent(Agent):
     def act(self, observations: Sequence[dict[str, Any]], infos: Sequence[dict[str, Any]] | None = None) -> list[AgentOutput]:
         prompts = [str(o["prompt"]) for o in observations]
         if not self.can_prefill:
-            return list(self._pool.map(self.complete, prompts))
+            return _gather([self._pool.submit(self.complete, p) for p in prompts])
         prefixes = [str(o.get("answer_prefix") or "") for o in observations]
-        return list(self._pool.map(self.complete, prompts, prefixes))
+        return _gather([self._pool.submit(self.complete, p, x) for p, x in zip(prompts, prefixes)])
 
     def complete(self, prompt: str, prefix: str = "") -> AgentOutput:
         """One chat completion for one prompt, with the retry policy of the module docstring. `prefix` (only
@@ -187,7 +207,10 @@ class OpenAIAgent(Agent):
                 empties += 1
                 self._count("empty_completions")
                 continue
+            text, redacted = self._redact_reply(text)
             extra: dict[str, Any] = {"finish_reason": finish}
+            if redacted:
+                extra["redacted"] = redacted
             if echoed:
                 extra["prefix_echoed"] = True
             if call.retries:
@@ -327,6 +350,17 @@ class OpenAIAgent(Agent):
         return self._error(f"{self.shown_url}: giving up after {attempts} attempt(s) in {spent:.0f} s; last error: "
                            f"{call.last_error}")
 
+    def _redact_reply(self, text: str) -> tuple[str, int]:
+        """A completion with the key and the credentials of --base-url (those of `MIN_REPLY_SECRET` characters or
+        more) replaced by ``***``, and how many were (a server that echoes them must not put them in records)."""
+        count = 0
+        for secret in self._reply_secrets:
+            found = text.count(secret)
+            if found:
+                count += found
+                text = text.replace(secret, "***")
+        return text, count
+
     def _error(self, message: str, resumable: bool = True) -> AgentError:
         """An AgentError whose message holds no secret (see `redact`)."""
         return AgentError(redact(message, self._secrets), resumable=resumable)
@@ -355,6 +389,12 @@ class OpenAIAgent(Agent):
         call: _Call | None = getattr(self._local, "call", None)
         if call is None:
             return
+        if call.attempt is not None and request.extensions.get(ATTEMPT_KEY) is call.attempt:
+            # a redirect of the current request (httpx copies its extensions): the same request, under its
+            # deadline, not a retry
+            if self._closed.is_set():
+                raise AgentError("the agent was closed")
+            return
         if call.sent:  # a retry by the client: not once the agent is closed or the deadline has passed
             if call.transport_error is not None:
                 call.last_error = self._transport_message(call.transport_error)
@@ -365,6 +405,7 @@ class OpenAIAgent(Agent):
         call.sent += 1
         call.transport_error = None
         call.deadline, call.received, call.decoded = time.monotonic() + self.config.timeout_s, 0, 0
+        call.attempt = request.extensions[ATTEMPT_KEY] = object()
         request.extensions["trace"] = self._on_trace
         self._count("requests")
 
@@ -390,10 +431,30 @@ class OpenAIAgent(Agent):
             response.headers["x-should-retry"] = "false"  # the client raises now instead of waiting for a retry
 
 
+def _gather(futures: list[Future]) -> list[AgentOutput]:
+    """The futures' results in order, as `Executor.map` gives them (the first failure raised as soon as its
+    future is done; the futures not yet started are cancelled on any exception, KeyboardInterrupt included),
+    but waited for in slices of `CLOSE_POLL_S`: between slices the calling (main) thread runs Python again, so
+    a signal whose C handler ran on another thread, or just before the wait began, acts within a slice. A
+    wait without a timeout would hold it until every request ended (up to `timeout_s` and its retries)."""
+    results = []
+    try:
+        for future in futures:
+            while not future.done():
+                wait_futures([future], timeout=CLOSE_POLL_S)
+            results.append(future.result())
+        return results
+    finally:
+        for future in futures:
+            future.cancel()
+
+
 def normalize_base_url(url: str) -> str:
     """The endpoint as runs compare it: scheme and host lower-cased, the loopback names (localhost,
     127.0.0.1, ::1) one name, no trailing slash, so a resume does not fail over how the same server was
-    spelled. Credentials in the URL (user:password@) are left out: manifests never hold secrets."""
+    spelled. Credentials in the URL (user:password@) are left out and the values of secret-like query
+    parameters (``api_key=``, ``key=``, ``token=``...: `secret_param`) become ``***``: manifests never hold
+    secrets, and a resume with another key is the same run."""
     from urllib.parse import urlsplit, urlunsplit
 
     parts = urlsplit(url.strip())
@@ -401,9 +462,77 @@ def normalize_base_url(url: str) -> str:
     if host in ("localhost", "127.0.0.1", "::1") or host.startswith("127."):
         host = "localhost"
     netloc = f"[{host}]" if ":" in host else host
-    if parts.port is not None:
-        netloc += f":{parts.port}"
-    return urlunsplit((parts.scheme.lower(), netloc, parts.path.rstrip("/"), parts.query, ""))
+    try:
+        port = parts.port
+    except ValueError:  # not a port (refused when an agent is made): kept as written
+        port = parts.netloc.rpartition(":")[2]
+    if port is not None:
+        netloc += f":{port}"
+    return urlunsplit((parts.scheme.lower(), netloc, parts.path.rstrip("/"), _redact_query(parts.query), ""))
+
+
+#: query parameters of --base-url whose values are secrets (never recorded, shown, or echoed in records)
+_SECRET_PARAM = re.compile(r"(?i)(key|token|secret|pass|pwd|auth|sig|cred|session|code)")
+
+
+def secret_param(name: str) -> bool:
+    """Whether a query parameter of --base-url holds a secret (its name says key, token, secret, password, auth,
+    signature, credential, session or code)."""
+    return bool(_SECRET_PARAM.search(name))
+
+
+def _redact_query(query: str) -> str:
+    """A query string with the values of its secret parameters replaced by ``***`` (the rest as written)."""
+    from urllib.parse import unquote_plus
+
+    parts = []
+    for item in query.split("&") if query else []:
+        name, sep, value = item.partition("=")
+        parts.append(f"{name}=***" if sep and value and secret_param(unquote_plus(name)) else item)
+    return "&".join(parts)
+
+
+def _split_query(url: str) -> tuple[str, str]:
+    """(the URL without its query string and fragment, the query string)."""
+    head, _, rest = url.strip().partition("?")
+    return head.partition("#")[0], rest.partition("#")[0]
+
+
+def _query_pairs(query: str) -> list[tuple[str, str]]:
+    from urllib.parse import parse_qsl
+
+    return parse_qsl(query, keep_blank_values=True)
+
+
+def check_base_url(url: str) -> None:
+    """ValueError (one line, no secret in it) unless `url` has a host and a port a connection can use."""
+    import ipaddress
+    from urllib.parse import urlsplit
+
+    shown = _strip_credentials(url.strip())
+
+    def bad(reason: str) -> ValueError:
+        return ValueError(redact(f"--base-url {shown!r}: {reason}", _url_secrets(url)))
+
+    if any(c.isspace() or ord(c) < 32 or ord(c) == 127 for c in url.strip()):
+        raise bad("a URL holds no spaces or control characters")
+    try:
+        parts = urlsplit(url.strip())
+        port = parts.port
+    except ValueError as exc:
+        raise bad(f"not a usable URL ({exc}); a port is a number from 1 to 65535") from None
+    host = parts.hostname or ""
+    if not host:
+        raise bad("no host (expected e.g. http://127.0.0.1:8000/v1)")
+    if port == 0:
+        raise bad("port 0 cannot be connected to; a port is a number from 1 to 65535")
+    if ":" in host:
+        try:
+            ipaddress.IPv6Address(host.split("%")[0])
+        except ValueError:
+            raise bad(f"{host!r} is not an IPv6 address") from None
+    elif not all(c.isalnum() or c in "-._~%" for c in host):
+        raise bad(f"{host!r} is not a host name")
 
 
 _warned_missing: set[str] = set()
@@ -487,13 +616,22 @@ def _url_secrets(url: str) -> list[str]:
         parts = urlsplit(url.strip())
         found = [parts.username, parts.password]
     except ValueError:
-        return []
+        found = []
+    for item in _split_query(url)[1].split("&"):  # the values of secret query parameters, as written and decoded
+        name, sep, value = item.partition("=")
+        if sep and secret_param(unquote(name.replace("+", " "))):
+            found += [value, unquote(value.replace("+", " "))]
     return [v for s in found if s for v in {s, unquote(s)} if len(v) >= 3]
 
 
 def _strip_credentials(url: str) -> str:
-    """`url` without its ``user:password@`` part."""
-    return _URL_USERINFO.sub(r"\1", url)
+    """`url` without its ``user:password@`` part, and with its secret query values as ``***``."""
+    url = _URL_USERINFO.sub(r"\1", url)
+    head, sep, rest = url.partition("?")
+    if not sep:
+        return url
+    query, hash_sep, fragment = rest.partition("#")
+    return f"{head}?{_redact_query(query)}{hash_sep}{fragment}"
 
 
 class _CappedDecoder:

@@ -11,8 +11,10 @@ that reason), and wall time is not a turn's (it is taken from the result line wh
 Counts are compared too, so a lost record is a difference, never an "agree": a sequence with turns but no
 result line (except the last sequence of turns.jsonl, a commit killed between its two writes, which the
 store drops on resume), a result line with calls but no turns, and fewer result lines than the run's
-summary.json says finished. A damaged manifest or record line (not JSON, nested too deeply, not an object,
-a field missing or of the wrong type) raises `RunDirError`, one line naming file:line.
+summary.json says finished. A second result line for a sequence that contradicts its first is a difference too
+(an identical one changes nothing). A damaged manifest or record line (not JSON, nested too deeply, not an
+object, a field missing or of the wrong type: `store.check_result`, `store.check_turn`) raises `RunDirError`,
+one line naming file:line; resuming reads the records by the same rules, so a run that resumes rescores.
 """
 
 from __future__ import annotations
@@ -23,9 +25,9 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping
 
 from skillrise_gym.bench import metrics
-from skillrise_gym.bench.store import RunDirError, check_result, read_manifest, read_records
-from skillrise_gym.prompts import ROLES
-from skillrise_gym.records import SCHEMA_VERSION, Turn
+# check_turn: the rule turn lines are read by, here and when a run resumes (it lives in the store)
+from skillrise_gym.bench.store import RunDirError, check_result, check_turn, read_manifest, read_records
+from skillrise_gym.records import Turn
 
 #: result fields rebuilt from turns and compared with results.jsonl
 COMPARED = ("success", "score", "steps", "calls", "solve_calls", "curate_calls", "invalid_format",
@@ -73,55 +75,16 @@ def results_from_turns(turns: Iterable[Turn], committed: Mapping[tuple[int, int]
 
 
 ADVICE = "the file was modified or corrupted; restore it to rescore this run"
-_TEXT = ("sequence_id", "trial_id", "task_id", "family", "benchmark", "prompt", "response", "action")
-
-
-def _number(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
 def _integer(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
-def check_turn(data: Mapping[str, Any]) -> None:
-    """Raise ValueError (saying which field) unless `data` is a turn record rescoring can use."""
-    if data.get("role") not in ROLES:
-        raise ValueError(f"role is {data.get('role')!r}, not one of {', '.join(ROLES)}")
-    for name in _TEXT:
-        if not isinstance(data.get(name), str):
-            raise ValueError(f"{name} is {type(data.get(name)).__name__}, not a string")
-    for name in ("position", "step_index"):
-        if not _integer(data.get(name)):
-            raise ValueError(f"{name} is {data.get(name)!r}, not an integer")
-    for name in ("format_valid", "success"):
-        if not isinstance(data.get(name), bool):
-            raise ValueError(f"{name} is {data.get(name)!r}, not true or false")
-    for name in ("reward", "score"):
-        if not _number(data.get(name)):
-            raise ValueError(f"{name} is {data.get(name)!r}, not a number")
-    for name in ("prompt_tokens", "completion_tokens", "schema"):
-        if name in data and not _integer(data[name]):
-            raise ValueError(f"{name} is {data[name]!r}, not an integer")
-    if data.get("schema", SCHEMA_VERSION) > SCHEMA_VERSION:
-        raise ValueError(f"schema {data['schema']} is newer than this library's {SCHEMA_VERSION}")
-    if data.get("engine_error") is not None and not isinstance(data["engine_error"], str):
-        raise ValueError("engine_error is not a string")
-    extra = data.get("extra")
-    if not isinstance(extra, dict):
-        raise ValueError(f"extra is {type(extra).__name__}, not an object")
-    if not _integer(extra.get("K")) or extra["K"] < 1:
-        raise ValueError(f"extra.K is {extra.get('K')!r}, not a positive integer")
-    if not _integer(extra.get("index")) or extra["index"] < 0:
-        raise ValueError(f"extra.index is {extra.get('index')!r}, not an integer >= 0")
-    if not 0 <= data["position"] < extra["K"]:
-        raise ValueError(f"position {data['position']} is outside 0..K-1 (K={extra['K']})")
-    if "latency_s" in extra and not _number(extra["latency_s"]):
-        raise ValueError(f"extra.latency_s is {extra['latency_s']!r}, not a number")
-
-
-def _load(run: Path) -> tuple[dict[str, Any], list[tuple[int, Turn]], dict[tuple[int, int], dict[str, Any]]]:
-    """The run's manifest, its turns (with line numbers) and its result lines by (K, index); a damaged file
+def _load(run: Path) -> tuple[dict[str, Any], list[tuple[int, Turn]], dict[tuple[int, int], dict[str, Any]],
+                             list[dict[str, Any]]]:
+    """The run's manifest, its turns (with line numbers), its result lines by (K, index) (the first of a
+    duplicate, as the store keeps it) and the differences of the duplicates that contradict it; a damaged file
     raises RunDirError naming file:line."""
     manifest_path = run / "manifest.json"
     if not manifest_path.exists():
@@ -139,10 +102,22 @@ def _load(run: Path) -> tuple[dict[str, Any], list[tuple[int, Turn]], dict[tuple
             except (TypeError, ValueError) as exc:
                 raise RunDirError(f"{run / 'turns.jsonl'}:{number} is not a valid record ({exc}); {ADVICE}") from None
     results: dict[tuple[int, int], dict[str, Any]] = {}
+    first: dict[tuple[int, int], int] = {}
+    duplicates: list[dict[str, Any]] = []
     if (run / "results.jsonl").exists():
-        for _number, line in read_records(run / "results.jsonl", check_result, ADVICE)[0]:
-            results.setdefault((line["K"], line["index"]), line)  # the store keeps the first of a duplicate
-    return manifest, turns, results
+        for number, line in read_records(run / "results.jsonl", check_result, ADVICE)[0]:
+            key = (line["K"], line["index"])
+            if key not in results:
+                results[key], first[key] = line, number
+            elif line != results[key]:  # the same line twice changes nothing; another outcome is a difference
+                fields = sorted(name for name in set(line) | set(results[key])
+                                if line.get(name) != results[key].get(name))
+                duplicates.append({"K": key[0], "index": key[1], "field": "duplicate result line",
+                                   "results": f"line {first[key]}", "turns": None,
+                                   "note": f"K={key[0]} index={key[1]}: results.jsonl line {number} is a duplicate "
+                                           f"result line that contradicts line {first[key]} "
+                                           f"({', '.join(fields)} differ)"})
+    return manifest, turns, results, duplicates
 
 
 def _summary_finished(run: Path) -> tuple[int, list[int], int] | None:
@@ -163,9 +138,9 @@ def rescore_run(run: str | Path) -> dict[str, Any]:
     from results.jsonl (``differences``: one entry per sequence and field that disagree, and one per lost
     record; an entry with a ``note`` says in words what is missing)."""
     run = Path(run).expanduser()
-    manifest, numbered, committed = _load(run)
+    manifest, numbered, committed, duplicates = _load(run)
     identity = manifest.get("identity", {})
-    differences: list[dict[str, Any]] = []
+    differences: list[dict[str, Any]] = list(duplicates)
     # turns of a sequence without its result line: the last sequence of the file is a commit killed between
     # its two writes (the store drops it on resume); any other lost its result line
     orphans: dict[tuple[int, int], int] = defaultdict(int)

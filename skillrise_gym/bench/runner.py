@@ -3,10 +3,12 @@
 Top to bottom:
 1. Open the run directory (`store.RunStore`): a new one gets a manifest of what the run measures; an
    existing one must match it, and its finished sequences are skipped.
-2. For each K, draw N sequences with `SequenceSampler.sequences(N, seed)`: the same sequences for every
-   agent and every re-run. Each is pinned on an env with ``reset(options={"task_ids": [...]})``.
+2. For each K, draw N sequences (`Draws`: the index-th is `SequenceSampler.sequence(seed, index)`, drawn when
+   played, `PLAY_CHUNK` at a time, so a huge N starts at once): the same sequences for every agent and every
+   re-run. Each is pinned on an env with ``reset(options={"task_ids": [...]})``.
 3. Keep `parallel` sequences in flight on an env pool (`pools.make_pool`: an `EnvPool`, a `RayEnvPool` with
-   `ray_address`); each round, every in-flight sequence's observation goes to the agent in one `act` call
+   `ray_address`; envs that hold memory of their own, ScienceWorld's JVMs, no more than the memory holds);
+   each round, every in-flight sequence's observation goes to the agent in one `act` call
    (batched agents batch it), and the answers are stepped together. A finished sequence is committed (its
    turns, then its result line) and its env slot takes the next sequence.
 4. Summaries: metrics with bootstrap CIs (summary.json), a Markdown table (summary.md and stdout), plots.
@@ -32,6 +34,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import threading
 import time
 from dataclasses import dataclass, field
@@ -48,6 +51,7 @@ from skillrise_gym.episode import EpisodeSpec
 from skillrise_gym.player import Player, Trial
 from skillrise_gym.pools import PoolConfig, WorkerError, env_fn, make_pool
 from skillrise_gym.records import Turn, turn_from_step
+from skillrise_gym.resources import envs_memory_holds
 from skillrise_gym.sequences import TaskSequence
 
 #: characters of a turn's response and of its parsed action kept in turns.jsonl (the rest is cut, and
@@ -151,6 +155,14 @@ class BenchConfig:
             raise ValueError("--env-workers must be >= 0")
         if self.parallel is not None and self.parallel < 1:
             raise ValueError("--envs must be at least 1")
+        if self.max_task_steps is not None and (not isinstance(self.max_task_steps, int)
+                                                or isinstance(self.max_task_steps, bool) or self.max_task_steps < 1):
+            raise ValueError(f"--max-task-steps must be an integer >= 1 (leave it out for the backend's limit), got "
+                             f"{self.max_task_steps!r}")
+        if self.worker_timeout is not None and (isinstance(self.worker_timeout, bool)
+                                                or not isinstance(self.worker_timeout, (int, float))
+                                                or not math.isfinite(self.worker_timeout) or self.worker_timeout <= 0):
+            raise ValueError(f"--env-timeout must be a finite number of seconds > 0, got {self.worker_timeout!r}")
         self.pool.check()  # the Ray settings: ValueError naming the flag
         cls = backend_class(self.env)
         check_options(cls, self.backend_options)
@@ -256,7 +268,29 @@ class _Flight:
         return trial_id(self.sequence.id, self.index)
 
 
-Plan = dict[int, list[TaskSequence]]
+class Draws(Sequence[TaskSequence]):
+    """The N sequences of one K, each drawn when it is asked for (`SequenceSampler.sequence(seed, index)`: the
+    same in any order, process or chunking), so a huge N costs nothing before play starts."""
+
+    def __init__(self, sampler: Any, n: int, seed: int) -> None:
+        self.sampler, self.n, self.seed = sampler, int(n), int(seed)
+
+    def __len__(self) -> int:
+        return self.n
+
+    def __getitem__(self, index: Any) -> Any:
+        if isinstance(index, slice):
+            return [self[i] for i in range(*index.indices(self.n))]
+        if not -self.n <= index < self.n:
+            raise IndexError(f"draw {index} of {self.n}")
+        return self.sampler.sequence(self.seed, index % self.n)
+
+
+#: sequences of one K handed to the player at a time (at least 4 per env): a huge --num-sequences starts playing
+#: at once, and only this many are held in memory besides the finished ones' result lines
+PLAY_CHUNK = 1024
+
+Plan = dict[int, Sequence[TaskSequence]]
 
 
 class BenchRunner:
@@ -295,14 +329,13 @@ class BenchRunner:
                 self.log(f"resuming {where}: dropped unfinished records {self.store.repaired}")
             plan = plan if plan is not None else self.draw_all()
             total = len(c.K) * c.num_sequences
-            done = sum(1 for K in c.K for i in range(c.num_sequences) if self.store.is_done(K, i))
+            done = sum(self._finished(K) for K in c.K)
             if done:
                 self.log(f"resuming {where}: {done} of {total} sequences already finished")
             self._open_bar(total, done)
             for K in c.K:
-                todo = [(i, s) for i, s in enumerate(plan[K]) if not self.store.is_done(K, i)]
-                if todo:
-                    self._play(K, todo)
+                if self._finished(K) < c.num_sequences:
+                    self._play(K, plan[K])
         except AgentError as exc:
             self.resumable = getattr(exc, "resumable", True)
             return "agent_error", f"the agent failed: {exc}"
@@ -329,13 +362,20 @@ class BenchRunner:
     def draw_all(self) -> Plan:
         return {K: self.draw(K) for K in self.config.K}
 
-    def draw(self, K: int) -> list[TaskSequence]:
-        """The N sequences of this K: the same for every agent, every carry mode and every re-run (same seed)."""
+    def draw(self, K: int) -> "Draws":
+        """The N sequences of this K: the same for every agent, every carry mode and every re-run (same seed),
+        drawn when played (`Draws`)."""
         env = env_fn(ENVS[self.config.env], **self._env_kwargs(K))()
         try:
-            return env.unwrapped.sampler().sequences(self.config.num_sequences, self.config.seed)
+            sampler = env.unwrapped.sampler()
         finally:
             env.close()
+        return Draws(sampler, self.config.num_sequences, self.config.seed)
+
+    def _finished(self, K: int) -> int:
+        """Finished sequences of this K among the N asked for (counted from the records, not over N)."""
+        n = self.config.num_sequences
+        return sum(1 for k, i in self.store.results if k == K and i < n)
 
     def _env_kwargs(self, K: int) -> dict[str, Any]:
         """The envs of this mode at this K: its episode (`BenchConfig.episode`), and the expert's action in
@@ -346,25 +386,57 @@ class BenchRunner:
         return kwargs
 
     # ----------------------------------------------------------------- playing one K
-    def _play(self, K: int, todo: Sequence[tuple[int, TaskSequence]]) -> None:
-        """Play these sequences of one K on a pool of `parallel` envs (`skillrise_gym.player.Player`: the loop
-        the trainer's rollouts play with too); each finished sequence is committed as it ends."""
+    def _play(self, K: int, draws: Sequence[TaskSequence]) -> None:
+        """Play the unfinished sequences of one K on a pool of `parallel` envs (`skillrise_gym.player.Player`: the
+        loop the trainer's rollouts play with too); each finished sequence is committed as it ends. They are
+        drawn and handed to the player `PLAY_CHUNK` at a time (at least 4 per env), one chunk after the other on
+        the same envs, so a huge --num-sequences starts at once and holds only a chunk."""
         c = self.config
-        parallel = min(len(todo), c.parallel or max(c.workers, self.agent.batch_size, 1))
+        remaining = c.num_sequences - self._finished(K)
+        parallel = min(remaining, c.parallel or max(c.workers, self.agent.batch_size, 1))
+        parallel = self._memory_bound(parallel)
         pool = make_pool([env_fn(ENVS[c.env], **self._env_kwargs(K))] * parallel,
                          dataclasses.replace(c.pool, workers=min(c.workers, parallel)))
-        trials = []
-        for n, (index, sequence) in enumerate(todo):
-            flight = _Flight(K, index, sequence)
-            trials.append(Trial(n, [t.id for t in sequence.tasks], name=flight.trial_id, key=flight))
         player = Player(pool, max_attempts=c.max_attempts, overlap=c.overlap,
                         log=lambda message: self.log(f"warning: {message}"))
+        chunk = max(PLAY_CHUNK, 4 * parallel)
         try:
-            player.play(trials, self._act,
-                        lambda trial, seen, out, reply: trial.key.turns.append(self._turn(trial.key, seen, out, reply)),
-                        self._commit, on_lost=self._lost)
+            for start in range(0, len(draws), chunk):
+                trials = []
+                for index in range(start, min(start + chunk, len(draws))):
+                    if self.store.is_done(K, index):
+                        continue
+                    flight = _Flight(K, index, draws[index])
+                    trials.append(Trial(len(trials), [t.id for t in flight.sequence.tasks], name=flight.trial_id,
+                                        key=flight))
+                if trials:
+                    player.play(trials, self._act,
+                                lambda trial, seen, out, reply: trial.key.turns.append(
+                                    self._turn(trial.key, seen, out, reply)),
+                                self._commit, on_lost=self._lost)
         finally:
             pool.close()
+
+    def _memory_bound(self, parallel: int) -> int:
+        """The envs of a K block, bounded by the memory for a backend whose envs hold memory of their own
+        (`Backend.env_memory`: ScienceWorld's JVMs) as the trainer's pool is (`resources.envs_memory_holds`):
+        unless --envs asks for a number (then it is played as asked, with a warning) or the envs run on Ray
+        (whose nodes hold them: --ray-memory)."""
+        c = self.config
+        if c.ray_address:
+            return parallel
+        per_env = backend_class(c.env).env_memory
+        holds = envs_memory_holds(per_env)
+        if holds is None or parallel <= holds:
+            return parallel
+        gigabytes = per_env / 1e9
+        if c.parallel is not None:
+            self.log(f"warning: --envs {c.parallel}: {parallel} {c.env} envs of about {gigabytes:.1f} GB each, and "
+                     f"the memory available holds {holds}")
+            return parallel
+        self.log(f"note: {holds} {c.env} env(s) at a time instead of {parallel} (about {gigabytes:.1f} GB each: what "
+                 f"the memory available holds; --envs N sets the number)")
+        return holds
 
     def _lost(self, trial: Trial, replay: bool, reason: str) -> None:
         """A sequence whose worker died or hung: played again from its start, or (attempts spent) the run
@@ -518,10 +590,13 @@ class BenchRunner:
 def _write_outputs(where: Any, summary: dict[str, Any], table: str, title: str, draw: bool,
                    plotters: tuple[str, str]) -> None:
     """summary.json, summary.md and, with `draw`, the two plots (`plotters`: the bench.plots functions for
-    success by position and against K) into a run directory; a write that fails raises OutputError."""
+    success by position and against K) into a run directory; a write that fails raises OutputError. An
+    interrupted run draws none: Ctrl-C or SIGTERM ends the process at once, and importing matplotlib and
+    drawing (seconds on a loaded machine, more on a fresh one building its font cache) would hold it; the
+    resumed run draws them."""
     where.write_text("summary.json", json.dumps(summary, indent=2) + "\n")
     where.write_text("summary.md", table)
-    if not draw:
+    if not draw or summary.get("status") == "interrupted":
         return
     from skillrise_gym.bench import plots
 

@@ -21,12 +21,15 @@ short by a kill is finished by the next start), and the finished sequences are k
 Why this is safe to kill: a finished sequence is committed with one append of all its turns (fsynced),
 then one append of its result line (fsynced). On open, turns without a result line (a sequence killed
 between the two writes, or a torn write) are dropped and a torn last result line is discarded, so a
-re-run plays exactly the sequences that have no result: none twice, none lost. A lock file keeps two
-runs from writing to one directory at once.
+re-run plays exactly the sequences that have no result: none twice, none lost. Any other damage is refused,
+naming file:line (`read_records`): a result line `check_result` refuses, a turn line `check_turn` refuses (the
+rules `rescore` reads them by), a second result line for one sequence that contradicts its first. A lock file
+keeps two runs from writing to one directory at once.
 """
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import json
 import os
@@ -171,7 +174,7 @@ class RunStore(_LockedDir):
         _prepare_dir(self.dir, MANIFEST, OUTPUTS)
 
     def _lock(self) -> None:
-        self._lock_handle = _lock(self.dir)
+        self._lock_handle = _writable_lock(self.dir)
 
     def _check_manifest(self, path: Path) -> None:
         _check_manifest(path, self.dir, self.identity)
@@ -180,20 +183,26 @@ class RunStore(_LockedDir):
         path = self.dir / RESULTS
         if not path.exists():
             return
-        good, dropped = _read_lines(path, check_result)
-        for data in good:
+        numbered, dropped = read_records(path, check_result)
+        first_line: dict[tuple[int, int], int] = {}
+        for number, data in numbered:
             key = result_key(data["K"], data["index"])
-            self.results.setdefault(key, data)  # a duplicate line (never written by us) is ignored
+            if key in self.results:  # a duplicate line (never written by us): the same one changes nothing
+                if data != self.results[key]:
+                    raise RunDirError(f"{path}:{number} records K={key[0]} index={key[1]} again, differently from "
+                                      f"line {first_line[key]}; {RESUME_ADVICE}")
+                continue
+            self.results[key], first_line[key] = data, number
         if dropped:
             self.repaired["results_dropped"] = dropped
-            atomic_write(path, "".join(json_line(d) for d in good), fsync=True)
+            atomic_write(path, "".join(json_line(d) for _number, d in numbered), fsync=True)
 
     def _repair_turns(self) -> None:
         path = self.dir / TURNS
         if not path.exists():
             return
         finished = {r["trial_id"] for r in self.results.values()}
-        good, torn = _read_lines(path)
+        good, torn = _read_lines(path, check_turn)  # the rule `rescore` reads them by: a line it refuses is damage
         kept = [d for d in good if d.get("trial_id") in finished]
         dropped = torn + len(good) - len(kept)
         if dropped:
@@ -235,7 +244,7 @@ class CarrySetDir(_LockedDir):
     def open(self) -> "CarrySetDir":
         allowed = OUTPUTS | {CARRY_MANIFEST} | {carry_dir_name(mode) for mode in CARRY_MODES}
         _prepare_dir(self.dir, MANIFEST, allowed, also_manifest=CARRY_MANIFEST)
-        self._lock_handle = _lock(self.dir)
+        self._lock_handle = _writable_lock(self.dir)
         try:
             marker = self.dir / CARRY_MANIFEST
             flat = self.dir / MANIFEST
@@ -279,8 +288,10 @@ def _prepare_dir(path: Path, manifest: str, allowed: set[str], also_manifest: st
     try:
         path.mkdir(parents=True, exist_ok=True)
         entries = {p.name for p in path.iterdir()}
-    except PermissionError as exc:
-        raise RunDirError(f"--out {path} cannot be read or created: {exc.strerror}") from None
+    except (NotADirectoryError, FileExistsError):
+        raise RunDirError(f"--out {path} cannot be created: a part of its path is a file, not a folder") from None
+    except OSError as exc:
+        raise RunDirError(f"--out {path} cannot be read or created: {exc.strerror or exc}") from None
     if not os.access(path, os.W_OK | os.X_OK):
         raise RunDirError(f"--out {path} is not writable")
     if manifest not in entries and (also_manifest is None or also_manifest not in entries):
@@ -295,14 +306,44 @@ def _prepare_dir(path: Path, manifest: str, allowed: set[str], also_manifest: st
             )
 
 
+class LockHeld(RunDirError):
+    """Another process holds the folder's lock file."""
+
+
 def _lock(path: Path) -> Any:
-    handle = open(path / LOCK, "a+")
+    """Hold `path`'s lock file (LOCK, made when missing) until the returned handle is closed: `LockHeld` when
+    another process holds it; a lock file that cannot be one (a folder, a link leading nowhere, not
+    openable, on a file system without locks) is a RunDirError naming it. A full or read-only disk stays an
+    OSError (the callers' "cannot write" path)."""
+    lock = path / LOCK
+    if lock.exists() and not lock.is_file():
+        raise RunDirError(f"{lock} is not a plain file, so it cannot serve as the folder's lock file; remove it "
+                          "(nothing uses a lock file that is not a plain file)")
+    try:
+        handle = open(lock, "a+")
+    except OSError as exc:
+        if exc.errno in (errno.ENOSPC, errno.EROFS, errno.EDQUOT) or (
+                exc.errno in (errno.EACCES, errno.EPERM) and not lock.is_symlink() and not lock.exists()):
+            raise  # the folder itself cannot be written
+        raise RunDirError(f"{lock} cannot be opened as the folder's lock file ({exc.strerror or exc}); remove it or "
+                          "make it writable") from None
     try:
         fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except OSError:
+    except OSError as exc:
         handle.close()
-        raise RunDirError(f"another {TOOL} process is writing to {path}; wait for it or choose another --out") from None
+        if exc.errno not in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
+            raise RunDirError(f"{lock} cannot be locked ({exc.strerror or exc}): the folder's file system does not "
+                              "support locks; choose a folder on another one") from None
+        raise LockHeld(f"another {TOOL} process is writing to {path}; wait for it or choose another --out") from None
     return handle
+
+
+def _writable_lock(path: Path) -> Any:
+    """`_lock` for a run directory: a lock file that cannot be created for want of room is an OutputError."""
+    try:
+        return _lock(path)
+    except OSError as exc:
+        raise OutputError(f"cannot write {path / LOCK}: {exc.strerror or exc}") from None
 
 
 def read_manifest(path: Path, advice: str) -> dict[str, Any]:
@@ -383,6 +424,49 @@ def check_result(data: Mapping[str, Any]) -> None:
             raise ValueError(f"{name} is {data.get(name)!r}, not a number")
     if "task_ids" in data and not isinstance(data["task_ids"], list):
         raise ValueError("task_ids is not a list")
+
+
+def check_turn(data: Mapping[str, Any]) -> None:
+    """Raise ValueError (saying which field) unless `data` is a turn record rescoring can use (and so resuming
+    keeps): a role, the texts, integer positions inside K, flags, numbers, K and the draw index in ``extra``."""
+    from skillrise_gym.prompts import ROLES
+    from skillrise_gym.records import SCHEMA_VERSION
+
+    if data.get("role") not in ROLES:
+        raise ValueError(f"role is {data.get('role')!r}, not one of {', '.join(ROLES)}")
+    for name in _TURN_TEXT:
+        if not isinstance(data.get(name), str):
+            raise ValueError(f"{name} is {type(data.get(name)).__name__}, not a string")
+    for name in ("position", "step_index"):
+        if not _is_int(data.get(name)):
+            raise ValueError(f"{name} is {data.get(name)!r}, not an integer")
+    for name in ("format_valid", "success"):
+        if not isinstance(data.get(name), bool):
+            raise ValueError(f"{name} is {data.get(name)!r}, not true or false")
+    for name in ("reward", "score"):
+        if not _is_number(data.get(name)):
+            raise ValueError(f"{name} is {data.get(name)!r}, not a number")
+    for name in ("prompt_tokens", "completion_tokens", "schema"):
+        if name in data and not _is_int(data[name]):
+            raise ValueError(f"{name} is {data[name]!r}, not an integer")
+    if data.get("schema", SCHEMA_VERSION) > SCHEMA_VERSION:
+        raise ValueError(f"schema {data['schema']} is newer than this library's {SCHEMA_VERSION}")
+    if data.get("engine_error") is not None and not isinstance(data["engine_error"], str):
+        raise ValueError("engine_error is not a string")
+    extra = data.get("extra")
+    if not isinstance(extra, dict):
+        raise ValueError(f"extra is {type(extra).__name__}, not an object")
+    if not _is_int(extra.get("K")) or extra["K"] < 1:
+        raise ValueError(f"extra.K is {extra.get('K')!r}, not a positive integer")
+    if not _is_int(extra.get("index")) or extra["index"] < 0:
+        raise ValueError(f"extra.index is {extra.get('index')!r}, not an integer >= 0")
+    if not 0 <= data["position"] < extra["K"]:
+        raise ValueError(f"position {data['position']} is outside 0..K-1 (K={extra['K']})")
+    if "latency_s" in extra and not _is_number(extra["latency_s"]):
+        raise ValueError(f"extra.latency_s is {extra['latency_s']!r}, not a number")
+
+
+_TURN_TEXT = ("sequence_id", "trial_id", "task_id", "family", "benchmark", "prompt", "response", "action")
 
 
 def read_records(path: Path, check: Callable[[Mapping[str, Any]], None] | None = None,
