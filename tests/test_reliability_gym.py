@@ -235,6 +235,88 @@ def test_a_signal_stops_the_address_check_at_once():
         listener.close()
 
 
+# ----------------------------------------------------------------- --ray-address auto (issue 46, item 5)
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def test_auto_with_a_stale_ray_address_is_refused_within_seconds_naming_it(fake_ray, monkeypatch):
+    dead = f"127.0.0.1:{_free_port()}"  # a cluster that is gone: nothing listens there
+    monkeypatch.setenv("RAY_ADDRESS", dead)
+    started = time.monotonic()
+    with pytest.raises(ConfigurationError) as err:
+        ray_pool.connect("auto")  # before: no probe for "auto", and Ray waited on the dead address for minutes
+    assert time.monotonic() - started < ray_pool.CONNECT_TIMEOUT + ray_pool.ANSWER_TIMEOUT
+    message = str(err.value)
+    assert f"no Ray cluster at {dead}" in message and "auto took" in message and "RAY_ADDRESS: unset it" in message
+    assert "\n" not in message and fake_ray.inits == []
+
+
+def test_auto_probes_the_address_ray_last_recorded_too(fake_ray, monkeypatch, tmp_path):
+    pytest.importorskip("ray")
+    from ray._private import services
+
+    dead = f"127.0.0.1:{_free_port()}"
+    (tmp_path / "ray").mkdir()
+    (tmp_path / "ray" / "ray_current_cluster").write_text(dead + "\n")  # what `ray start` left behind
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    monkeypatch.setenv("RAY_TMPDIR", str(tmp_path))
+    monkeypatch.setattr(services, "find_gcs_addresses", lambda: frozenset())  # no Ray running here (tests beside)
+    assert ray_pool.auto_address() == (dead, f"{tmp_path / 'ray' / 'ray_current_cluster'} (the cluster `ray start` "
+                                             "last started on this machine)")
+    with pytest.raises(ConfigurationError, match=rf"no Ray cluster at {dead}.*ray_current_cluster.*delete it"):
+        ray_pool.connect("auto")
+    assert fake_ray.inits == []
+    (tmp_path / "ray" / "ray_current_cluster").unlink()  # nothing recorded, nothing running: Ray says so itself
+    assert ray_pool.auto_address() == (None, "")
+    monkeypatch.setenv("RAY_ADDRESS", "local")  # not an address to probe: Ray starts one here
+    assert ray_pool.auto_address() == ("local", "the environment variable RAY_ADDRESS")
+    ray_pool.connect("auto")
+    assert fake_ray.inits == [{"address": "auto"}]
+
+
+BENCH_ON_RAY = ["--env", "toy", "--agent", "random", "--K", "1", "--num-sequences", "1", "--no-progress",
+                "--no-plots", "--ray-address", "auto"]
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals")
+def test_the_bench_with_a_stale_ray_address_says_so_in_one_line_and_a_signal_stops_it_at_once(tmp_path):
+    pytest.importorskip("ray")
+    import os
+
+    out = tmp_path / "run"
+    env = {**os.environ, "RAY_ADDRESS": f"127.0.0.1:{_free_port()}"}
+    command = [sys.executable, "-m", "skillrise_gym.bench.cli", *BENCH_ON_RAY, "--out", str(out)]
+    started = time.monotonic()
+    # before: Ray waited on the dead address (over 40 s here) and printed its own retries
+    run = subprocess.run(command, capture_output=True, text=True, cwd=ROOT, env=env, timeout=30)
+    assert run.returncode == 2 and time.monotonic() - started < 20, run.stderr[-2000:]
+    lines = run.stderr.strip().splitlines()
+    assert len(lines) == 1 and "no Ray cluster at 127.0.0.1:" in lines[0] and "RAY_ADDRESS" in lines[0], lines
+    assert not out.exists()
+
+    # a cluster address that accepts and never answers: SIGTERM while the bench checks it ends it at once
+    connected = threading.Event()
+    listener = Listener(lambda conn: (connected.set(), time.sleep(30)))
+    env["RAY_ADDRESS"] = f"127.0.0.1:{listener.port}"
+    child = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT, env=env)
+    try:
+        assert connected.wait(60), "the bench never reached the address"
+        time.sleep(0.5)  # inside the check (which waits up to ANSWER_TIMEOUT s for an answer)
+        child.send_signal(signal.SIGTERM)
+        sent = time.monotonic()
+        _stdout, stderr = child.communicate(timeout=20)  # before: Ray, deaf to it, acted 22-29 s later
+        assert child.returncode == 130 and time.monotonic() - sent < 3, stderr[-2000:]
+        assert "Traceback" not in stderr and "interrupted before the run began" in stderr and not out.exists()
+    finally:
+        if child.poll() is None:
+            child.kill()
+            child.communicate()
+        listener.close()
+
+
 GCS_HOST = textwrap.dedent("""
     import sys, ray
     ray.init(address="local", include_dashboard=False, num_cpus=1, object_store_memory=80 * 1024**2)

@@ -228,6 +228,38 @@ def test_another_process_plays_on_the_cluster_by_its_address(ray_local, tmp_path
 
 
 @needs_ray
+def test_sigterm_stops_a_bench_on_ray_as_ctrl_c_does(ray_local, tmp_path):
+    """Ray's init replaces the process's SIGTERM handler with a sys.exit(15): the bench kept it (issue 46,
+    item 12), so a scheduler's SIGTERM mid-run keeps what finished and writes the summary (exit 130)."""
+    import signal
+    import subprocess
+
+    out = tmp_path / "run"
+    flags = ["--env", "toy", "--agent", "random", "--K", "2", "--num-sequences", "400", "--envs", "2",
+             "--no-progress", "--no-plots", "--ray-address", ray_local.get_runtime_context().gcs_address]
+    child = subprocess.Popen([sys.executable, "-m", "skillrise_gym.bench.cli", *flags, "--out", str(out)],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 120
+        while child.poll() is None and time.monotonic() < deadline:
+            if (out / "results.jsonl").exists() and (out / "results.jsonl").read_text().count("\n") >= 2:
+                break
+            time.sleep(0.1)
+        assert child.poll() is None, child.stderr.read()[-3000:]
+        child.send_signal(signal.SIGTERM)
+        _stdout, stderr = child.communicate(timeout=60)
+    finally:
+        if child.poll() is None:
+            child.kill()
+            child.communicate()
+    # before: exit status 15 (Ray's handler), no summary
+    assert child.returncode == 130, stderr[-3000:]
+    assert "interrupted; re-run the same command to resume" in stderr
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["status"] == "interrupted" and 2 <= summary["finished"] < 400
+
+
+@needs_ray
 @pytest.mark.parametrize("overlap", [False, True])
 def test_a_rollout_on_ray_with_an_actor_killed_mid_rollout_loses_nothing_and_duplicates_nothing(ray_local, overlap):
     """Lockstep and overlapped: the killed actor's one trial restarts; the turns are an undisturbed run's."""

@@ -24,6 +24,13 @@ from skillrise_gym.backends.base import SkillRiseError
 
 EnvFn = Callable[[], gym.Env]
 
+#: the longest one blocking wait of a pool lasts before the waiting thread runs Python again (a longer wait is
+#: several). CPython runs a signal's Python handler (Ctrl-C's KeyboardInterrupt, the bench's SIGTERM) only in
+#: the main thread, between bytecodes: a wait without a timeout stays blocked when the signal's C handler ran
+#: on another thread (which the kernel may pick) or just before the wait began, until the wait ends. A wait
+#: in slices acts on it within one.
+WAIT_SLICE_S = 0.25
+
 
 class WorkerError(SkillRiseError, RuntimeError):
     """A worker process died or timed out; `indices` are the envs whose episodes were lost. `replies` holds

@@ -41,7 +41,7 @@ from typing import Any, Mapping, Sequence
 
 import gymnasium as gym
 
-from skillrise_gym.pools.base import BaseEnvPool, EnvFn, WorkerError, reply
+from skillrise_gym.pools.base import WAIT_SLICE_S, BaseEnvPool, EnvFn, WorkerError, reply
 
 
 def env_fn(env_id: str, **kwargs: Any) -> EnvFn:
@@ -80,6 +80,17 @@ def _worker_main(conn, env_fns: dict[int, EnvFn]) -> None:
                 env.close()
             except Exception:
                 pass
+
+
+def _poll(conn: Any, timeout: float | None) -> bool:
+    """`conn.poll(timeout)` (None: no limit), waited for in slices of `WAIT_SLICE_S` (see `pools.base`)."""
+    end = None if timeout is None else time.monotonic() + timeout
+    while True:
+        left = WAIT_SLICE_S if end is None else min(WAIT_SLICE_S, end - time.monotonic())
+        if conn.poll(max(0.0, left)):
+            return True
+        if end is not None and time.monotonic() >= end:
+            return False
 
 
 class EnvPool(BaseEnvPool):
@@ -145,7 +156,10 @@ class EnvPool(BaseEnvPool):
             if self.timeout is not None:  # wake up in time to declare a silent worker hung
                 first = min(self._busy_since[w] for w in busy.values()) + self.timeout - now
                 wait = max(0.0, first) if wait is None else min(wait, max(0.0, first))
-            ready = multiprocessing.connection.wait(list(busy), timeout=wait)
+            # in slices (`WAIT_SLICE_S`): a signal whose handler ran on another thread, or just before the wait
+            # began, acts within one (the loop goes on until its own condition ends it)
+            ready = multiprocessing.connection.wait(list(busy), timeout=WAIT_SLICE_S if wait is None
+                                                    else min(wait, WAIT_SLICE_S))
             for conn in ready:
                 w = busy[conn]
                 try:
@@ -197,7 +211,7 @@ class EnvPool(BaseEnvPool):
         """Read worker `w`'s unanswered replies (bounded by `timeout`), so it can stop and close its envs."""
         limit = time.monotonic() + (self.timeout if self.timeout is not None else 30.0)
         while self._inflight[w] and self._procs[w] is not None:
-            if not self._conns[w].poll(max(0.0, limit - time.monotonic())):
+            if not _poll(self._conns[w], max(0.0, limit - time.monotonic())):
                 self._stop_worker(w, kill=True)
                 break
             try:
@@ -233,7 +247,7 @@ class EnvPool(BaseEnvPool):
         failure: WorkerError | None = None
         for w, batch in by_worker.items():
             try:
-                if self.timeout is not None and not self._conns[w].poll(self.timeout):
+                if not _poll(self._conns[w], self.timeout):
                     raise TimeoutError(f"no answer within {self.timeout} s")
                 replies.update(self._conns[w].recv())
             except (EOFError, OSError, TimeoutError) as exc:

@@ -19,10 +19,13 @@ connected to Ray already (then that connection is used, as Ray's own libraries d
 cluster that does not answer (for minutes, deaf to signals), so a ``host:port`` address is probed first and
 refused within seconds, with what answered there: nothing, an HTTP server (Ray's dashboard port, 8265, given
 by mistake), a gRPC service that is not the cluster's GCS (Ray's client server, port 10001, wants
-``ray://``), or something else. The probe asks the service for the cluster's id, as Ray's own client first
+``ray://``), or something else. ``"auto"`` is probed at the address Ray would take for it (`auto_address`:
+``$RAY_ADDRESS``, else the cluster ``ray start`` last started on this machine), so a stale one is refused the
+same way, naming where it came from. The probe asks the service for the cluster's id, as Ray's own client first
 does; it is plain sockets with timeouts, so Ctrl-C or SIGTERM stops it at once. A ``ray://`` address needs
 Ray's client (``ray[client]``, which the ``ray`` extra installs). Ray stays up for the life of the process
-(pools of later K's reuse it); Ray shuts it down at exit.
+(pools of later K's reuse it); Ray shuts it down at exit. Ray's init would replace the process's own SIGTERM
+handler (the bench's, which stops like Ctrl-C) with a `sys.exit`; `connect` keeps the process's.
 
 Per-env resources: `num_cpus` (None: Ray's actor default, one CPU to be placed and none held while it
 runs, so envs that mostly wait for the model do not need a core each; ``1`` reserves a core per env) and
@@ -41,8 +44,12 @@ from __future__ import annotations
 
 import importlib.util
 import math
+import os
+import signal
 import socket
+import threading
 import time
+from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from skillrise_gym.backends import require
@@ -96,14 +103,23 @@ def connect(address: str | None = None) -> Any:
     if ray.is_initialized():
         return ray
     if address in (None, "local"):
-        ray.init(address="local", object_store_memory=LOCAL_OBJECT_STORE_BYTES, include_dashboard=False)
+        _init(ray, address="local", object_store_memory=LOCAL_OBJECT_STORE_BYTES, include_dashboard=False)
         return ray
-    client = address.startswith("ray://")
+    target, source = auto_address() if address == "auto" else (address, "")
+    client = (target or "").startswith("ray://")
     if client:
         require_client()
-    _probe(address)
+    if target is not None:  # "auto" that finds nothing: Ray looks for a GCS process here and fails at once
+        try:
+            _probe(target)
+        except ConfigurationError as exc:
+            if source:  # a stale $RAY_ADDRESS or address file: say where the address came from
+                fix = "unset it" if "RAY_ADDRESS" in source else "delete it" if "ray start" in source else "stop it"
+                raise ConfigurationError(f"{exc} (--ray-address auto took {target} from {source}: {fix}, or give "
+                                         "the cluster's address)") from None
+            raise
     try:
-        ray.init(address=address)
+        _init(ray, address=address)
     except ConnectionError as exc:  # "auto" with no cluster running, a refused Ray Client
         raise ConfigurationError(f"cannot connect to Ray at {address!r}: {exc}") from None
     except ValueError as exc:  # Ray's own word on a missing client (had `require_client` missed it)
@@ -111,6 +127,56 @@ def connect(address: str | None = None) -> Any:
             require_client(force=True)
         raise
     return ray
+
+
+def _init(ray: Any, **options: Any) -> None:
+    """`ray.init(**options)`, keeping this process's own SIGTERM handler. Ray's init replaces it (in the main
+    thread) with one that calls `sys.exit(15)`: a bench on Ray stopped by SIGTERM would end with status 15 and
+    no summary, instead of stopping as Ctrl-C does. Where the process set none, Ray's stays."""
+    own = signal.getsignal(signal.SIGTERM) if threading.current_thread() is threading.main_thread() else None
+    try:
+        ray.init(**options)
+    finally:
+        if callable(own) and signal.getsignal(signal.SIGTERM) is not own:
+            signal.signal(signal.SIGTERM, own)
+
+
+def auto_address() -> tuple[str | None, str]:
+    """The address Ray takes for ``address="auto"``, and where it found it: ``$RAY_ADDRESS`` when set (and not
+    "auto" itself), else (Ray's own lookup) the cluster ``ray start`` last started on this machine (Ray's
+    address file) or a GCS process running here; (None, "") when there is none (Ray's init then fails at once).
+    Either of the first two may be stale, naming a cluster that is gone: `connect` probes it as any address."""
+    variable = os.environ.get("RAY_ADDRESS")
+    if variable and variable != "auto":
+        return variable, "the environment variable RAY_ADDRESS"
+    path = _address_file()
+    try:
+        recorded = path.read_text(encoding="utf-8").strip() if path is not None else ""
+    except (OSError, UnicodeDecodeError):
+        recorded = ""
+    try:
+        from ray._private.services import get_ray_address_from_environment
+
+        found = get_ray_address_from_environment("auto", None)
+    except ConnectionError:  # no cluster here at all: Ray's init says so at once
+        return None, ""
+    except Exception:  # noqa: BLE001 - a Ray without this lookup: its address file alone
+        found = recorded or None
+    if not found:
+        return None, ""
+    if found == recorded:
+        return found, f"{path} (the cluster `ray start` last started on this machine)"
+    return found, "a Ray GCS process running on this machine"
+
+
+def _address_file() -> Path | None:
+    """Ray's record of the cluster `ray start` last started here (None without Ray)."""
+    try:
+        from ray._private.utils import get_ray_address_file
+
+        return Path(get_ray_address_file(None))
+    except Exception:  # noqa: BLE001 - a Ray without it: $RAY_ADDRESS alone
+        return None
 
 
 def require_client(force: bool = False) -> None:
@@ -129,7 +195,7 @@ def _probe(address: str) -> None:
     target = address.split("://", 1)[1] if "://" in address else address
     host, sep, port = target.rpartition(":")
     if not sep or not port.isdigit():
-        return  # "auto", a bare name: Ray resolves it (and fails fast when it finds no cluster)
+        return  # a bare name, "local": Ray resolves it (and fails fast when it finds no cluster)
     host = host.strip("[]") or "127.0.0.1"
     try:
         sock = socket.create_connection((host, int(port)), timeout=CONNECT_TIMEOUT)
