@@ -16,16 +16,7 @@ pytest.importorskip("trl")
 
 from skillrise_train.cli import main  # noqa: E402
 
-TINY = ["--env", "toy", "--model", "tiny", "--max-new-tokens", "8", "--threads", "1", "--K", "2", "--G", "2",
-        "--max-task-steps", "2", "--seed", "3"]
-
-
-def _lines(path: Path) -> list[dict]:
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
-
-
-def _steps(out: Path) -> list[int]:
-    return [m["step"] for m in _lines(out / "metrics.jsonl")]
+from test_reliability_train import TINY, _lines, _steps  # noqa: E402  (the same tiny runs as there)
 
 
 def _one_line_error(capsys) -> str:
