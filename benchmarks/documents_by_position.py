@@ -58,6 +58,8 @@ def summarise(work: Path, budget: int = 48, arm: str = "skillrise") -> dict:
     options = json.loads(config.read_text()).get("backend_options") or {}
     tasks = {t.id: t for t in RulebookBackend(**options).list_tasks("test")}
     rows = list(iter_jsonl(held_out))
+    if not rows:
+        raise ValueError(f"{held_out} holds no turn (an evaluation that never ran?)")
     K = max(int(r["extra"]["K"]) for r in rows)
     rows = [r for r in rows if r["extra"]["K"] == K]
     by_position = []
@@ -87,13 +89,20 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--arm", default="skillrise", help="the trained arm whose documents are read (skillrise, "
                         "own, none, grpo...: at the evaluation every arm curates with carry skill)")
     args = parser.parse_args(argv)
+    if args.budget < 1:
+        parser.error(f"--budget must be the runs' --max-new-tokens, an integer >= 1, got {args.budget}")
     for work in args.work:
         for path in paths(Path(work), args.arm):
             if not path.is_file():
                 parser.error(f"{work} holds no {path.relative_to(work)}: not a transfer_experiment work dir "
                              f"with a trained {args.arm!r} arm")
-    print(json.dumps({"what": __doc__.split("\n\n")[0].replace("\n", " "),
-                      "runs": {Path(w).name: summarise(Path(w), args.budget, args.arm) for w in args.work}}, indent=1))
+    runs = {}
+    for work in args.work:
+        try:
+            runs[Path(work).name] = summarise(Path(work), args.budget, args.arm)
+        except (ValueError, KeyError, TypeError, OSError) as exc:  # a damaged or empty record, an unreadable config
+            parser.error(f"{work}: cannot read the {args.arm!r} arm's records: {exc}")
+    print(json.dumps({"what": __doc__.split("\n\n")[0].replace("\n", " "), "runs": runs}, indent=1))
     return 0
 
 

@@ -105,6 +105,11 @@ def main(argv: list[str]) -> int:
     if not 0 <= args.from_position < args.K:
         parser.error(f"--from-position must be in 0..{args.K - 1}")
     reference_work = Path(args.reference_work) if args.reference_work else None
+    seen: dict[Path, str] = {}
+    for work in args.work:  # one run named twice (W and W/, a link) would count its sequences twice when pooled
+        same = seen.setdefault(Path(work).resolve(), work)
+        if same != work:
+            parser.error(f"{same} and {work} name the same work dir; give each run once")
     for work in args.work:
         for folder, name in ((Path(work), args.arm), (reference_work or Path(work), args.reference)):
             if not results_path(folder, name).is_file():

@@ -558,3 +558,33 @@ def test_paired_positions_differences_two_rows_on_their_common_sequences_and_ref
                                                                         {"rules": rules, "bins": 4}}}))
     with pytest.raises(ValueError, match="evaluated on different probes"):
         module.paired(work, "skillrise", "own", K=4, start=2, reference_work=tmp_path / "other")
+    # one run named twice (W and W/) would count its sequences twice in the pooled interval
+    with pytest.raises(SystemExit) as exited:
+        module.main([str(work), str(work) + "/", "--K", "4"])
+    assert exited.value.code == 2 and "name the same work dir" in capsys.readouterr().err
+
+
+def test_documents_by_position_refuses_empty_or_damaged_records_and_a_bad_budget(tmp_path, capsys):
+    """documents_by_position.py: an empty evaluation, a damaged turn line or config and --budget below 1 are one
+    line each (exit 2), never a traceback."""
+    import json
+
+    module = _benchmark_module("documents_by_position", "documents_by_position_bad_input")
+    work = tmp_path / "work"
+    (work / "eval-bench" / "skillrise" / "carry-skill").mkdir(parents=True)
+    (work / "skillrise").mkdir()
+    (work / module.TRAINING.format(arm="skillrise")).write_text("")
+    (work / module.CONFIG.format(arm="skillrise")).write_text(json.dumps({"backend_options": {"rules": 1, "bins": 3}}))
+    evaluation = work / module.EVALUATION.format(arm="skillrise")
+    for content, message in (("", "holds no turn"), ('{"role": "solve"}\nnot json\n{}\n', "cannot read")):
+        evaluation.write_text(content)
+        with pytest.raises(SystemExit) as exited:
+            module.main([str(work)])
+        assert exited.value.code == 2 and message in capsys.readouterr().err
+    (work / module.CONFIG.format(arm="skillrise")).write_text("{damaged")
+    with pytest.raises(SystemExit) as exited:
+        module.main([str(work)])
+    assert exited.value.code == 2 and "cannot read" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as exited:
+        module.main([str(work), "--budget", "-5"])
+    assert exited.value.code == 2 and "--budget must be" in capsys.readouterr().err
