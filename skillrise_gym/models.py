@@ -127,7 +127,7 @@ def _resolve(name: str, base_model: str | None, adapters: frozenset[str]) -> str
     if key in TINY_NAMES:
         target = cache_dir("models") / TINY_FOLDER
         if not (target / "config.json").exists():
-            build_tiny_model(target)
+            build_tiny_model(target, keep_existing=True)  # several processes may build it at once
         return str(target)
     path = Path(name).expanduser()
     if path.is_dir():
@@ -477,11 +477,14 @@ def _convert_smollm2(gguf_file: Path, target: Path) -> None:
     _atomic_save(target, model, tokenizer, digests=True)
 
 
-def _atomic_save(target: Path, model: Any, tokenizer: Any, *, digests: bool = False) -> None:
+def _atomic_save(target: Path, model: Any, tokenizer: Any, *, digests: bool = False,
+                 keep_existing: bool = False) -> None:
     """Save into a temporary sibling and rename, so an interrupted save never leaves a half model; `digests`
     also records its files' digests (`record_digests`). A folder already there is renamed aside, then
     deleted, so that other processes never find `target` missing for longer than two renames (and one that
-    put its own copy there first keeps it)."""
+    put its own copy there first keeps it). `keep_existing`: a complete model another process saved there
+    meanwhile (its config.json written last, by the rename) is kept as it is, never swapped while it may be
+    read (two processes building the same deterministic model at once)."""
     target.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=target.name + ".", dir=target.parent))
     old = None
@@ -490,6 +493,8 @@ def _atomic_save(target: Path, model: Any, tokenizer: Any, *, digests: bool = Fa
         tokenizer.save_pretrained(staging)
         if digests:
             record_digests(staging)
+        if keep_existing and (target / "config.json").is_file():
+            return  # `finally` removes the staging copy
         if target.exists():
             old = Path(tempfile.mkdtemp(prefix=target.name + ".old.", dir=target.parent))
             try:
@@ -538,12 +543,13 @@ def _tokenizer_corpus() -> list[str]:
 
 
 def build_tiny_model(out_dir: str | os.PathLike, *, vocab_size: int = 512, seed: int = 0, hidden_size: int = 64,
-                     num_layers: int = 2) -> str:
+                     num_layers: int = 2, keep_existing: bool = False) -> str:
     """Build a 2-layer Qwen3 causal LM with a ChatML template into `out_dir`, offline; returns the path.
 
     The tokenizer is a byte-level BPE trained on local text, so any string encodes. Deterministic for a
     given `seed`. `hidden_size` (a multiple of 16: heads of 16 dimensions, half as many key/value heads) and
-    `num_layers` widen or deepen it for experiments; the defaults are the "tiny" model.
+    `num_layers` widen or deepen it for experiments; the defaults are the "tiny" model. `keep_existing`: a
+    model another process finished in `out_dir` meanwhile is kept (the cached "tiny" of several processes).
     """
     if hidden_size < 32 or hidden_size % 16 or num_layers < 1:
         raise ValueError(f"hidden_size must be a multiple of 16 from 32 and num_layers >= 1, got "
@@ -578,7 +584,7 @@ def build_tiny_model(out_dir: str | os.PathLike, *, vocab_size: int = 512, seed:
     model = Qwen3ForCausalLM(config)
     model.generation_config.eos_token_id = tokenizer.eos_token_id
     model.generation_config.pad_token_id = tokenizer.pad_token_id
-    _atomic_save(Path(out_dir), model, tokenizer)
+    _atomic_save(Path(out_dir), model, tokenizer, keep_existing=keep_existing)
     return str(Path(out_dir))
 
 

@@ -152,3 +152,17 @@ def test_set_torch_threads_takes_a_count_chooses_once_for_zero_and_refuses_negat
         assert "torch's default" in models.set_torch_threads(None)
     finally:
         torch.set_num_threads(before)
+
+
+def test_a_tiny_model_another_process_finished_meanwhile_is_kept_not_swapped(tmp_path):
+    """Two processes building the cached tiny model at once (two training ranks on an empty cache): the second
+    to finish keeps the first one's folder instead of swapping it while the first may be reading it (a
+    reader then found no config.json in the gap between the two renames)."""
+    target = tmp_path / "tiny"
+    build_tiny_model(target)
+    first = (target / "config.json").stat().st_ino
+    build_tiny_model(target, keep_existing=True)
+    assert (target / "config.json").stat().st_ino == first
+    assert [p.name for p in tmp_path.iterdir()] == ["tiny"]  # no staging copy left behind
+    build_tiny_model(target)  # without it (an explicit rebuild), the folder is replaced
+    assert (target / "config.json").stat().st_ino != first
