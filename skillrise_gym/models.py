@@ -362,7 +362,12 @@ def install_default_model(check_only: bool = False, log: Any = print) -> int:
             return 1
         log(f"converted copy verified: {target} (every file matches the digest recorded when it was converted)")
         return 0
-    log(f"converted and cached: {_smollm2_dir(log=log)}")
+    try:
+        log(f"converted and cached: {_smollm2_dir(log=log)}")
+    except OSError as exc:  # an unwritable cache, a full disk: one line, naming the folder and the way out
+        log(f"cannot write the converted model into {target.parent}: {exc.strerror or exc}; make it writable, or "
+            f"point $SKILLRISE_CACHE at a writable folder")
+        return 1
     return 0
 
 
@@ -374,6 +379,8 @@ def converted_problem(folder: str | os.PathLike) -> str | None:
     from skillrise_gym.paths import sha256_file
 
     folder = Path(folder)
+    if folder.exists() and not folder.is_dir():
+        return "it is a file, not the model's folder"
     if not folder.is_dir():
         return "it is not there (not converted yet)"
     record = folder / CONVERTED_DIGESTS
@@ -495,6 +502,8 @@ def _atomic_save(target: Path, model: Any, tokenizer: Any, *, digests: bool = Fa
             record_digests(staging)
         if keep_existing and (target / "config.json").is_file():
             return  # `finally` removes the staging copy
+        if target.exists() and not target.is_dir():  # a file where the model's folder belongs: damage, replaced
+            target.unlink()
         if target.exists():
             old = Path(tempfile.mkdtemp(prefix=target.name + ".old.", dir=target.parent))
             try:

@@ -166,3 +166,26 @@ def test_a_tiny_model_another_process_finished_meanwhile_is_kept_not_swapped(tmp
     assert [p.name for p in tmp_path.iterdir()] == ["tiny"]  # no staging copy left behind
     build_tiny_model(target)  # without it (an explicit rebuild), the folder is replaced
     assert (target / "config.json").stat().st_ino != first
+
+
+def test_a_file_where_a_cached_model_folder_belongs_is_replaced_and_an_unwritable_cache_is_one_line(
+        tmp_path, monkeypatch):
+    """`skillrise-data model` and first use: a file where the converted model's folder belongs is damage (said,
+    then replaced by the model), and a cache that cannot be written is one line naming it, exit 1."""
+    import hashlib
+
+    target = tmp_path / "model"
+    target.write_text("not a model")
+    assert models.converted_problem(target) == "it is a file, not the model's folder"
+    build_tiny_model(target)
+    assert (target / "config.json").is_file()
+    messages = []
+    monkeypatch.setattr(models, "smollm2_gguf_path", lambda: Path(models.__file__))  # any readable file
+    monkeypatch.setattr(models, "SMOLLM2_SHA256", hashlib.sha256(Path(models.__file__).read_bytes()).hexdigest())
+
+    def unwritable(log=None):
+        raise PermissionError(13, "Permission denied")
+
+    monkeypatch.setattr(models, "_smollm2_dir", unwritable)
+    assert models.install_default_model(log=messages.append) == 1
+    assert "cannot write the converted model into" in messages[-1] and "SKILLRISE_CACHE" in messages[-1]
