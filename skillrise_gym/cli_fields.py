@@ -141,8 +141,9 @@ def renamed(container: Any, old: str, new: str, **kwargs: Any) -> None:
 
     class Renamed(parent):  # type: ignore[valid-type, misc]
         def __call__(self, parser: argparse.ArgumentParser, namespace: Any, values: Any, option_string: Any = None):
-            print(f"{parser.prog}: warning: {old} is now {new}; {old} will be removed in the next release",
-                  file=sys.stderr, flush=True)
+            if not getattr(parser, "quiet_aliases", False):  # a second parse of the same line says it no more
+                print(f"{parser.prog}: warning: {old} is now {new}; {old} will be removed in the next release",
+                      file=sys.stderr, flush=True)
             super().__call__(parser, namespace, values, option_string)
 
     container.add_argument(old, action=Renamed, default=argparse.SUPPRESS, help=argparse.SUPPRESS, **kwargs)

@@ -252,6 +252,7 @@ def rescore_main(argv: Sequence[str]) -> int:
 
 def given_flags(parser: argparse.ArgumentParser, argv: Sequence[str]) -> set[str]:
     """The destinations of the flags `argv` gives explicitly (whatever their value)."""
+    parser.quiet_aliases = True  # type: ignore[attr-defined]  (the first parse warned about renamed flags)
     for action in parser._actions:
         action.default = argparse.SUPPRESS
         action.required = False
