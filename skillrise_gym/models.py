@@ -150,7 +150,7 @@ def _resolve(name: str, base_model: str | None, adapters: frozenset[str]) -> str
     raise ModelNotFoundError(
         f"model {name!r} not found: not a local directory and not in the local Hugging Face cache "
         f"(nothing is downloaded). Use 'smollm2', 'tiny', a local model directory, or a Hub id you have "
-        f"already downloaded (e.g. `huggingface-cli download {name}` on a machine with network)."
+        f"already downloaded (e.g. `hf download {name}` on a machine with network)."
     )
 
 

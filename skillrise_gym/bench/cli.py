@@ -59,7 +59,9 @@ class _DefaultsOnceFormatter(argparse.HelpFormatter):
 
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="skillrise-bench", description=__doc__.split("\n\n")[0],
-                                formatter_class=_DefaultsOnceFormatter)
+                                formatter_class=_DefaultsOnceFormatter,
+                                epilog="skillrise-bench rescore RUN: rebuild a run's results and summary from its "
+                                "turns.jsonl alone, and say where they differ from results.jsonl")
     run = p.add_argument_group("what to measure")
     add_arguments(run, BenchConfig, ["env"])
     run.add_argument("--agent", required=True, choices=["expert", "random", "openai", "hf"],
@@ -107,7 +109,10 @@ def build_parser() -> argparse.ArgumentParser:
                      "assistant message for the server to continue (continue_final_message, as vLLM serves it); "
                      "default: the server starts a fresh reply, so compact prompts are refused")
     llm.add_argument("--batch-size", type=int, default=8, help="hf: prompts generated together")
-    llm.add_argument("--max-prompt-tokens", type=int, default=4096, help="hf: longer prompts keep their end")
+    llm.add_argument("--max-prompt-tokens", type=int, default=4096,
+                     help="hf: longer prompts lose their middle (the head with the document and the tail with the "
+                     "actions are kept, as in training); default: 4096, or the budget the --model folder was "
+                     "trained with")
     llm.add_argument("--device", default="cpu", help="hf: torch device")
     llm.add_argument("--dtype", default=None, choices=DTYPES,
                      help="hf: the weights' dtype (default: float32 on a CPU, bfloat16 on a GPU that has it); "

@@ -94,7 +94,8 @@ class BenchConfig:
     mode: str = option("cross", "cross: K tasks of a family, easy to hard; repeat: one task K times (Pass@k)",
                        choices=["cross", "repeat"])
     num_sequences: int = option(20, "sequences per K")
-    split: str | None = option(None, "backend split (default: the backend's first)")
+    split: str | None = option(None, "backend split (default: the backend's first: test for WebShop, train for "
+                               "the others)")
     seed: int = option(0, "draws the sequences; seeds random agent and bootstrap")
     workers: int = option(1, "env worker processes (0: in this process)", flag="--env-workers",
                           aliases=("--workers",))
