@@ -221,3 +221,15 @@ def test_datatool_verify_and_generate(tmp_path, capsys):
     if (SHARED_WEBSHOP / "items_ins_v2_1000.json").is_file():
         datatool.verify(SHARED_WEBSHOP)
         assert "OK       items_ins_v2_1000.json" in capsys.readouterr().out
+
+
+def test_a_data_folder_without_the_catalog_is_said_once_per_process_not_once_per_env(tmp_path, caplog):
+    """Every env of a run reads the data folder: the fallback to the generated catalog is one warning."""
+    import logging
+
+    from skillrise_gym.backends.webshop import catalog
+
+    caplog.set_level(logging.WARNING)
+    for _ in range(3):
+        assert catalog.upstream_paths(tmp_path, human_goals=False) is None
+    assert caplog.text.count("using a generated catalog instead") == 1

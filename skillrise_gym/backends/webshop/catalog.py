@@ -59,6 +59,10 @@ def verify_file(path: Path) -> None:
         raise DataIntegrityError(f"{path} has sha256 {actual}, expected {expected}; re-download the upstream file.")
 
 
+#: (folder, missing files) already warned about in this process
+_WARNED: set[tuple[str, tuple[str, ...]]] = set()
+
+
 def upstream_paths(data_dir: str | os.PathLike | None, human_goals: bool) -> dict[str, Path] | None:
     """The verified upstream files in `data_dir`, or None when the folder lacks the files a catalog needs.
 
@@ -74,7 +78,10 @@ def upstream_paths(data_dir: str | os.PathLike | None, human_goals: bool) -> dic
     needed = [PRODUCTS_FILE, ATTRIBUTES_FILE] + ([HUMAN_FILE] if human_goals else [])
     missing = [name for name in needed if name not in present]
     if missing:
-        log.warning("WebShop data folder %s lacks %s; using a generated catalog instead", folder, ", ".join(missing))
+        if (str(folder), tuple(missing)) not in _WARNED:  # once per process, not once per env
+            _WARNED.add((str(folder), tuple(missing)))
+            log.warning("WebShop data folder %s lacks %s; using a generated catalog instead", folder,
+                        ", ".join(missing))
         return None
     return {"products": present[PRODUCTS_FILE], "attributes": present[ATTRIBUTES_FILE],
             "human": present.get(HUMAN_FILE)}
