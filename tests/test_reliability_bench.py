@@ -99,18 +99,29 @@ def test_close_cuts_off_a_dripping_request_and_a_long_retry_wait(server):
     assert not worker.is_alive() and time.monotonic() - started < 2 and len(server.requests) == 1
 
 
-def test_sigint_during_a_dripping_request_exits_promptly(server, tmp_path):
+def dripping_bench(server, out: Path, **popen) -> subprocess.Popen:
+    """A bench process whose server drips its one reply (--timeout 60), returned once its request has been
+    waiting for a second (killed if it never sends one)."""
     server.always, server.drip_s = "drip", 0.5
-    out = tmp_path / "run"
-    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     process = subprocess.Popen([sys.executable, "-m", "skillrise_gym.bench.cli", *openai_bench(server, out, "--timeout",
-                                "60")], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+                                "60")], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **popen)
     try:
         deadline = time.monotonic() + 60
         while not server.requests and time.monotonic() < deadline:
             time.sleep(0.1)
         assert server.requests, "the bench sent no request"
-        time.sleep(1.0)
+    except BaseException:
+        process.kill()
+        process.communicate()
+        raise
+    time.sleep(1.0)
+    return process
+
+
+def test_sigint_during_a_dripping_request_exits_promptly(server, tmp_path):
+    out = tmp_path / "run"
+    process = dripping_bench(server, out, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    try:
         process.send_signal(signal.SIGINT)
         sent = time.monotonic()
         _stdout, stderr = process.communicate(timeout=20)

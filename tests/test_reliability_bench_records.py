@@ -12,7 +12,7 @@ from typing import Any, Sequence
 import pytest
 
 from test_bench_carry import bench
-from test_reliability_bench import DAMAGE
+from test_reliability_bench import DAMAGE, finished_run  # noqa: F401  (finished_run: a fixture)
 
 from skillrise_gym.agents.base import AgentOutput
 from skillrise_gym.agents.expert import ExpertAgent
@@ -132,11 +132,6 @@ def test_envs_that_hold_memory_are_bounded_by_the_memory_available(tmp_path, mon
 
 
 # ----------------------------------------------------------------- rescore and resume: one rule
-@pytest.fixture
-def finished_run(tmp_path) -> Path:
-    out = tmp_path / "run"
-    assert bench(out, K=(1, 2), n=3, carry=None) == 0
-    return out
 
 
 def test_a_contradictory_duplicate_result_line_is_a_difference_and_resume_refuses_it(finished_run, capsys):

@@ -30,6 +30,7 @@ from pathlib import Path
 import pytest
 from test_agents_openai import make_agent
 from test_bench_carry import Learner, learner_config
+from test_reliability_bench import dripping_bench
 
 import skillrise_gym.bench
 from skillrise_gym.bench.cli import EXIT_INTERRUPTED
@@ -114,26 +115,13 @@ def _tgkill() -> object | None:
     return getattr(ctypes.CDLL(None, use_errno=True), "tgkill", None)
 
 
-def openai_bench(server, out: Path, *extra: str) -> list[str]:
-    return ["--env", "toy", "--agent", "openai", "--base-url", server.url, "--model", "tiny", "--K", "1",
-            "--num-sequences", "1", "--api-key-env", "SKILLRISE_TEST_KEY", "--no-progress", "--env-workers", "0",
-            "--out", str(out), *extra]
-
-
 @pytest.mark.skipif(_tgkill() is None, reason="needs Linux's tgkill")
 def test_a_sigterm_handled_on_another_thread_of_the_bench_stops_it_at_once(server, tmp_path):
     """The bench's SIGTERM, with its C handler run on one of the bench's other threads (the kernel may pick
     any): the main thread waits for a dripping request (--timeout 60); before, it stayed there until then."""
-    server.always, server.drip_s = "drip", 0.5
     out = tmp_path / "run"
-    process = subprocess.Popen([sys.executable, "-m", "skillrise_gym.bench.cli", *openai_bench(server, out, "--timeout",
-                                "60")], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT)
+    process = dripping_bench(server, out, cwd=ROOT)
     try:
-        deadline = time.monotonic() + 60
-        while not server.requests and time.monotonic() < deadline:
-            time.sleep(0.1)
-        assert server.requests, "the bench sent no request"
-        time.sleep(1.0)
         others = [int(t) for t in os.listdir(f"/proc/{process.pid}/task") if int(t) != process.pid]
         assert others, "the bench has no thread besides the main one"
         assert _tgkill()(process.pid, max(others), signal.SIGTERM) == 0
