@@ -138,17 +138,6 @@ class EpisodeSpec:
                 "prompt_style": self.prompt_style, "family": self.family,
                 "admissible_actions": self.admissible_actions, "backend_options": dict(self.backend_options)}
 
-    def make_env(self, **extra: Any) -> Any:
-        """A new `SequenceEnv` playing this episode (`extra`: e.g. expert_in_info); the caller closes it."""
-        from skillrise_gym.env import SequenceEnv
-
-        return SequenceEnv(backend=self.env, **self.env_kwargs(), **extra)
-
-    @property
-    def needs_prefill(self) -> bool:
-        """Whether answers start with a prefilled opening tag (compact prompts): the agent must continue it."""
-        return prompts.needs_prefill(self.prompt_style)
-
     # ----------------------------------------------------------------- comparing
     @classmethod
     def shape_fields(cls) -> tuple[str, ...]:

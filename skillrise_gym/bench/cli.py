@@ -280,25 +280,23 @@ def saved_episode(args: argparse.Namespace) -> Any:
     return None
 
 
-#: EpisodeSpec field -> the bench flag (argparse destination) it is the default of
-EPISODE_FLAGS = {"mode": "mode", "carry": "carry", "end_on_success": "end_on_success",
-                 "max_task_steps": "max_task_steps", "prompt_style": "prompt_style",
-                 "backend_options": "backend_options", "max_new_tokens": "max_new_tokens",
-                 "max_prompt_tokens": "max_prompt_tokens", "system_prompt": "system_prompt"}
+#: the EpisodeSpec fields a saved episode gives the defaults of: each is also the bench flag's argparse destination
+EPISODE_FLAGS = ("mode", "carry", "end_on_success", "max_task_steps", "prompt_style", "backend_options",
+                 "max_new_tokens", "max_prompt_tokens", "system_prompt")
 
 
 def adopt_episode(args: argparse.Namespace, spec: Any, given: set[str]) -> None:
     """The saved episode's values for every flag the command line did not give (`EPISODE_FLAGS`), and its chat
     template arguments (no flag)."""
-    for name, dest in EPISODE_FLAGS.items():
+    for name in EPISODE_FLAGS:
         value = getattr(spec, name)
-        if dest in given or (value is None and name in ("max_new_tokens", "max_prompt_tokens")):
+        if name in given or (value is None and name in ("max_new_tokens", "max_prompt_tokens")):
             continue
         if name == "carry":
             value = [value]
         elif name == "backend_options":
             value = [f"{key}={json.dumps(item)}" for key, item in value.items()]
-        setattr(args, dest, value)
+        setattr(args, name, value)
     args.chat_template_kwargs = dict(spec.chat_template_kwargs) or None
 
 
