@@ -18,10 +18,8 @@ from typing import Any
 from skillrise_gym.cli_fields import option  # noqa: F401  (re-exported: the one field-with-flag helper)
 from skillrise_gym.prompts import STYLES
 from skillrise_gym.models import DTYPES
+from skillrise_gym.player import OVERLAP_WAIT  # noqa: F401  (overlapped play's default wait: the player's own)
 from skillrise_train.algorithms import ALGORITHMS, algorithm_for
-
-#: overlapped rollouts: the longest a trial waits for others to join its generation call (seconds)
-OVERLAP_WAIT = 1.0
 
 #: TrainConfig fields that are GRPOConfig fields, and the GRPOConfig field each sets: the whole mapping
 #: (`grpo_args.make_grpo_config` applies it; tests/test_trl_contract.py checks both sides exist). Our defaults

@@ -58,7 +58,6 @@ from collections import defaultdict
 from contextlib import contextmanager
 from typing import Any, Iterator
 
-import numpy as np
 import torch
 from transformers import TrainerCallback
 
@@ -204,6 +203,7 @@ class SkillRiseTrainer(GRPOAdapter):
                                             max_prompt_tokens=self.max_prompt_tokens,
                                             system_prompt=config.system_prompt,
                                             chat_template_kwargs=self.template_kwargs)
+        self.framing = self.episode.framing()  # read for every prompt encoded: made once
         if config.generation_dtype is not None:
             if self.sharded_generation:
                 raise ConfigurationError("--generation-dtype copies the whole policy for generation; a sharded "
@@ -341,7 +341,7 @@ class SkillRiseTrainer(GRPOAdapter):
         """Token ids of one prompt (`skillrise_gym.models.encode_chat`, the encoding the hf agent uses too)."""
         from skillrise_gym.models import encode_chat
 
-        framing = self.episode.framing()  # the prompt budget, system message and template arguments
+        framing = self.framing  # the episode's prompt budget, system message and template arguments
         return encode_chat(self.processing_class, text, prefix, max_tokens=framing["max_prompt_tokens"],
                            system_prompt=framing["system_prompt"], template_kwargs=framing["chat_template_kwargs"])
 
