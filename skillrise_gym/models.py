@@ -714,7 +714,7 @@ def _load_causal_lm(path: str, dtype: Any, base_model: str | None = None,
         raise MissingDependencyError(f"{path} is a PEFT (LoRA) adapter; loading it needs peft: {TRAIN_EXTRA_INSTALL}")
     from peft import PeftModel
 
-    check_adapter(path)
+    # `path` came through resolve_model_path, which checked the adapter (check_adapter) and its bases
     base_path = _resolve_adapter_base(path, base_model, adapters)
     base, base_tokenizer = _load_causal_lm(base_path, dtype, None, adapters | {str(Path(path).resolve())})
     model = _apply_adapter(PeftModel, base, path, base_path)

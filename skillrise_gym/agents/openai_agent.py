@@ -173,9 +173,8 @@ class OpenAIAgent(Agent):
 
     def act(self, observations: Sequence[dict[str, Any]], infos: Sequence[dict[str, Any]] | None = None) -> list[AgentOutput]:
         prompts = [str(o["prompt"]) for o in observations]
-        if not self.can_prefill:
-            return _gather([self._pool.submit(self.complete, p) for p in prompts])
-        prefixes = [str(o.get("answer_prefix") or "") for o in observations]
+        # an observation's answer prefix is continued only where the server can (prefill "continue")
+        prefixes = [str(o.get("answer_prefix") or "") if self.can_prefill else "" for o in observations]
         return _gather([self._pool.submit(self.complete, p, x) for p, x in zip(prompts, prefixes)])
 
     def complete(self, prompt: str, prefix: str = "") -> AgentOutput:
