@@ -12,10 +12,10 @@ is left out by default: nothing is known there, and a scripted agent's first gue
 With several WORK dirs (runs of other seeds), "pooled" is every run's per-sequence differences together,
 with one bootstrap CI over all of them.
 
-`--reference-work` takes the reference row from another work dir evaluated on the same sequences (same
---seed and evaluation settings), e.g. an arm trained in a run of its own. Rows are paired by sequence id;
-rows whose manifests name another probe (env, split, mode, step limit, backend options such as R and N)
-are refused, since their ids would name other tasks.
+`--reference-work` takes the reference row from another work dir evaluated on the same panel, e.g. an arm
+trained in a run of its own. Rows are paired by sequence id, and only on one panel: rows whose manifests
+name another probe (env, split, mode, step limit, backend options such as R and N), or whose sequences hash
+to another panel (`skillrise_gym.panels`; both hashes are named), are refused.
 """
 
 from __future__ import annotations
@@ -28,6 +28,8 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from skillrise_gym.panels import PanelMismatch, check_same_panel  # noqa: E402, F401 (PanelMismatch: raised)
 
 
 def results_path(work: Path, name: str) -> Path:
@@ -62,11 +64,22 @@ def matched(work: Path, arm: str, reference: str, K: int, start: int,
     mine, other = results_path(work, arm), results_path(reference_work or work, reference)
     if probe(mine) != probe(other):
         raise ValueError(f"{arm} and {reference} were evaluated on different probes: {probe(mine)} vs {probe(other)}")
+    check_same_panel((f"{arm} ({mine.parent})", panel(mine, K)), (f"{reference} ({other.parent})", panel(other, K)))
     ours, theirs = per_sequence(mine, K, start), per_sequence(other, K, start)
-    common = sorted(set(ours) & set(theirs))
+    common = sorted(ours)
     if not common:
-        raise ValueError(f"{work}: {arm} and {reference} share no sequence of length {K}")
+        raise ValueError(f"{work}: {arm} played no sequence of length {K}")
     return np.array([ours[s] for s in common]), np.array([theirs[s] for s in common])
+
+
+def panel(results: Path, K: int) -> str:
+    """The hash of the panel a row's sequences of length K played (`skillrise_gym.panels.records_hash`)."""
+    from skillrise_gym.panels import records_hash
+    from skillrise_gym.records import iter_jsonl
+
+    where = probe(results)
+    return records_hash(where["env"], where["split"], where["backend_options"] or {},
+                        [r for r in iter_jsonl(results) if r["K"] == K])
 
 
 def difference(diffs: np.ndarray) -> dict:

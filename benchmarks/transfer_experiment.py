@@ -60,6 +60,7 @@ if str(ROOT) not in sys.path:
 
 from skillrise_train.algorithms import algorithm  # noqa: E402
 from skillrise_gym.cli_fields import add_arguments, option  # noqa: E402  (fields and flags, as every CLI's)
+from skillrise_gym.panels import TEST_IS_FOR_REPORTING  # noqa: E402
 
 RESULTS = ROOT / "benchmarks" / "results"
 ARMS = {
@@ -117,7 +118,9 @@ class Preset:
     eval_sequences: int = option(100, "held-out sequences per K and carry mode")
     eval_temperature: float = option(0.0, "sampling temperature of the evaluation (0: greedy)")
     eval_carry: list[str] = option(list(CARRY), "carry modes evaluated per policy", choices=CARRY)
-    seed: int = option(0, "RL sampling, the training families drawn and the evaluation's sequences")
+    seed: int = option(0, "RL sampling and the training families drawn (not the evaluation's sequences: --panel)")
+    panel: str = option("dev", "the held-out panel every evaluation plays (skillrise_gym.panels): dev for every "
+                        "design choice; test only for a reported result (with --report)", choices=["dev", "test"])
     threads: int = option(1, "torch threads")
     dtype: str = option("float32", "bfloat16: RL generates with a bf16 copy and autocasts its update; evaluation "
                                  "in bf16")
@@ -478,42 +481,92 @@ class PerfectDocuments:
         return Hybrid()
 
 
-def policy_agent(model_dir: str, p: Preset) -> Any:
-    """The bench's hf agent on `model_dir`, as every evaluation of the experiment plays a policy."""
+def probe_episode(p: Preset) -> Any:
+    """The probe's episode as the experiment's policies train on it (compact prompts, one step a task, carry
+    skill, the preset's engine options and token budget), on the held-out split: what rows without a trained
+    episode of their own play when no arm's saved episode is given (`held_out_bench`)."""
+    from skillrise_gym.episode import EpisodeSpec
+
+    return EpisodeSpec.resolve("rulebook", p.K, "test", mode="cross", carry="skill", max_task_steps=1,
+                               prompt_style="compact", backend_options=backend_options(p),
+                               max_new_tokens=p.max_new_tokens)
+
+
+def arm_episode(final: Path) -> Any:
+    """The episode an arm's run trained on (its final/episode.json), as the experiment evaluates it: every
+    evaluation of the experiment plays the episode its arms were trained on, on the held-out split."""
+    from skillrise_gym.episode import EpisodeFileError, load
+
+    try:
+        return load(final)
+    except EpisodeFileError as exc:
+        raise Refused(f"{final}: {exc}") from None
+
+
+def experiment_episode(work: Path, arms: list[str]) -> Any:
+    """The one episode of an experiment's evaluations: the saved episode of its first arm that trains on K-task
+    sequences (skillrise, own, none), else of its first arm; every other such arm must have trained on the
+    same one (a difference is `Refused`, naming it). None before any arm has a final/ folder."""
+    saved = [(arm, arm_episode(work / arm / "final")) for arm in arms if (work / arm / "final" / "episode.json").is_file()]
+    sequences = [(arm, episode) for arm, episode in saved if ARMS[arm]["algo"] == "skillrise"]
+    if not saved:
+        return None
+    first_arm, first = (sequences or saved)[0]
+    for arm, episode in sequences:
+        differs = first.spec.differences(episode.spec, tuple(n for n in first.spec.shape_fields()))
+        if differs:
+            raise Refused(f"the arms {first_arm} and {arm} trained on different episodes ({differs}): their "
+                          "evaluations would not measure one episode")
+    return first
+
+
+def policy_agent(model_dir: str, p: Preset, spec: Any = None) -> Any:
+    """The bench's hf agent on `model_dir`, framed as the episode `spec` (default: `probe_episode`) frames its
+    calls: token budgets, system message, chat template arguments."""
     from skillrise_gym.agents.hf_agent import HFAgent, HFConfig
 
-    return HFAgent(HFConfig(model=model_dir, max_new_tokens=p.max_new_tokens, temperature=p.eval_temperature,
-                            batch_size=64, seed=p.seed, threads=p.threads,
+    spec = spec if spec is not None else probe_episode(p)
+    return HFAgent(HFConfig(model=model_dir, max_new_tokens=spec.max_new_tokens,
+                            **({"max_prompt_tokens": spec.max_prompt_tokens} if spec.max_prompt_tokens else {}),
+                            system_prompt=spec.system_prompt, chat_template_kwargs=dict(spec.chat_template_kwargs) or None,
+                            temperature=p.eval_temperature, batch_size=64, seed=p.seed, threads=p.threads,
                             dtype=None if p.dtype == "float32" else p.dtype))
 
 
-def held_out_bench(model_dir: str | None, p: Preset, out: Path, agent: Any = None, **config: Any) -> dict[str, Any]:
-    """The bench runner on the probe's held-out families (the hf agent on `model_dir`, or `agent`), the
-    agent closed after; `config`: the BenchConfig fields that differ (K, carry, mode). Its summary."""
+def held_out_bench(model_dir: str | None, p: Preset, out: Path, agent: Any = None, episode: Any = None,
+                   **config: Any) -> dict[str, Any]:
+    """The bench runner on the probe's held-out families, on the preset's panel (`--panel`: the same sequences
+    for every RL seed and every arm): the hf agent on `model_dir` (or `agent`), the agent closed after.
+    `episode`: the saved episode played (`experiment_episode`; default: `probe_episode`); `config`: the
+    BenchConfig fields that differ from it (K, carry, mode). Its summary."""
+    import dataclasses
+
     from skillrise_gym.bench.runner import BenchConfig, run_bench
 
+    spec = episode.spec.replace(split="test") if episode is not None else probe_episode(p)
     if agent is None:
-        agent = policy_agent(model_dir, p)
+        agent = policy_agent(model_dir, p, spec)
     try:
-        bench = BenchConfig(env="rulebook", out=str(out), num_sequences=p.eval_sequences, split="test",
-                            seed=p.seed + 7, workers=0, parallel=64, backend_options=backend_options(p),
-                            progress=False, **config)
-        return run_bench(bench, agent).summary
+        bench = BenchConfig.from_episode(
+            spec, out=str(out), num_sequences=p.eval_sequences, seed=p.seed, panel=p.panel, workers=0, parallel=64,
+            progress=False, episode_from={"from": str(episode.path), "differs": {}} if episode is not None else None)
+        return run_bench(dataclasses.replace(bench, **config), agent).summary
     finally:
         agent.close()
 
 
 def evaluate(name: str, model_dir: str | None, p: Preset, work: Path, log, agent: Any = None,
-             carry: tuple[str, ...] | None = None, repeat_agent: Any = None) -> dict[str, Any]:
-    """Held-out families, every K and carry mode, through the bench runner with the hf agent (or `agent`);
-    with what the curated documents hold (carry skill: `skillrise_gym.documents`)."""
+             carry: tuple[str, ...] | None = None, repeat_agent: Any = None, episode: Any = None) -> dict[str, Any]:
+    """Held-out families, every K and carry mode, through the bench runner with the hf agent (or `agent`),
+    playing `episode` (`experiment_episode`: the one its arms trained on); with what the curated documents
+    hold (carry skill: `skillrise_gym.documents`)."""
     from skillrise_gym.bench.store import carry_run_dir
 
     carry = tuple(p.eval_carry) if carry is None else carry
     out = work / "eval-bench" / name
     log(f"[{name}] evaluating on held-out families: K={p.eval_K}, carry={list(carry)}, "
         f"{p.eval_sequences} sequences each")
-    summary = held_out_bench(model_dir, p, out, agent, K=list(p.eval_K), carry=list(carry))
+    summary = held_out_bench(model_dir, p, out, agent, episode, K=list(p.eval_K), carry=list(carry))
     table: dict[str, Any] = {}
     for mode, per_mode in summary["by_carry"].items():
         table[mode] = {
@@ -521,23 +574,36 @@ def evaluate(name: str, model_dir: str | None, p: Preset, work: Path, log, agent
                           "invalid_format_rate": b["invalid_format_rate"]}
             for b in per_mode["blocks"] if b["sequences"]
         }
-    result = {"model_dir": model_dir, "bench_dir": str(out), "by_carry": table,
+    result = {"model_dir": model_dir, "bench_dir": str(out), "by_carry": table, "panel": panel_of(summary),
+              "episode": str(episode.path) if episode is not None else None,
               "documents": held_documents(carry_run_dir(out, "skill") / "turns.jsonl", p)}
     if model_dir is not None and p.rules > 1:
-        result["reading"] = reading_check(name, model_dir, p, work, log)
+        result["reading"] = reading_check(name, model_dir, p, work, log, episode)
     if p.repeat_k:
         result["repeat"] = evaluate_repeat(name, model_dir, p, work, log, agent=repeat_agent,
-                                           carry=tuple(m for m in carry if m in ("skill", "reflect")))
+                                           carry=tuple(m for m in carry if m in ("skill", "reflect")), episode=episode)
     return result
 
 
-def reading_check(name: str, model_dir: str, p: Preset, work: Path, log) -> dict[str, Any]:
+def panel_of(summary: dict[str, Any]) -> dict[str, Any] | None:
+    """The panel an evaluation's blocks played (name, seed, hash per K), from its bench summary."""
+    panels = {str(b["K"]): b["panel"] for mode in summary["by_carry"].values() for b in mode["blocks"]
+              if b.get("panel")}
+    if not panels:
+        return None
+    first = next(iter(panels.values()))
+    return {"name": first["name"], "seed": first["seed"], "hash_by_K": {k: v["hash"] for k, v in panels.items()}}
+
+
+def reading_check(name: str, model_dir: str, p: Preset, work: Path, log, episode: Any = None) -> dict[str, Any]:
     """The policy's solver on the perfect curator's documents (`PerfectDocuments`), held out, carry skill, at
     the largest K: success by position, and `reads_own_rule` (documents.py)."""
     K = max(p.eval_K)
     log(f"[{name}] reading check: its solver on the perfect curator's documents, K={K}")
     out = work / "eval-reading" / name
-    summary = held_out_bench(None, p, out, PerfectDocuments(policy_agent(model_dir, p)), K=[K], carry=["skill"])
+    spec = episode.spec if episode is not None else None
+    summary = held_out_bench(None, p, out, PerfectDocuments(policy_agent(model_dir, p, spec)), episode, K=[K],
+                             carry=["skill"])
     block = summary["by_carry"]["skill"]["blocks"][0]
     held = held_documents(out / "turns.jsonl", p).get(str(K), {})
     return {"K": K, "success": block["success"], "success_by_position": block["success_by_position"],
@@ -545,12 +611,12 @@ def reading_check(name: str, model_dir: str, p: Preset, work: Path, log) -> dict
 
 
 def evaluate_repeat(name: str, model_dir: str | None, p: Preset, work: Path, log, agent: Any = None,
-                    carry: tuple[str, ...] = ("skill", "reflect")) -> dict[str, Any]:
+                    carry: tuple[str, ...] = ("skill", "reflect"), episode: Any = None) -> dict[str, Any]:
     """Repeat mode on held-out families: one task `p.repeat_k` times, the carry carrying across attempts;
     Pass@k (solved in one of the first k attempts) per carry mode."""
     log(f"[{name}] repeat mode on held-out families: {p.repeat_k} attempts, carry={list(carry)}")
-    summary = held_out_bench(model_dir, p, work / "eval-repeat" / name, agent, K=[p.repeat_k], mode="repeat",
-                             carry=list(carry))
+    summary = held_out_bench(model_dir, p, work / "eval-repeat" / name, agent, episode, K=[p.repeat_k],
+                             mode="repeat", carry=list(carry))
     return {mode: {"pass_at_k": list(per_mode["blocks"][0]["pass_at_k"].values()),
                    "success_by_position": per_mode["blocks"][0]["success_by_position"]}
             for mode, per_mode in summary["by_carry"].items() if per_mode["blocks"] and per_mode["blocks"][0]["sequences"]}
@@ -756,20 +822,24 @@ def run_seed(p: Preset, work: Path, args: Any, log, shared: Path) -> dict[str, A
     report: dict[str, Any] = {"preset": asdict(p), "arms": {}, "evaluations": {}, "ceilings": ceilings(p)}
     p = sized(p, shared, log)
     start = p.init or untrained(p, work, log)
+    starts = {}
+    for arm in args.arms:  # trained first: every evaluation plays the episode they trained on
+        algo = algorithm(ARMS[arm]["algo"])  # one that writes reflections starts from its own warm start
+        starts[arm] = untrained(p, work, log, algo=algo.name) if algo.reflects else start
+        report["arms"][arm] = train_arm(arm, starts[arm], p, work, log, extend=args.extend)
+    episode = experiment_episode(work, list(args.arms))
+    report["episode"] = episode.spec.to_dict() if episode is not None else None
     for keep, name in ((False, "latest-rule-only"), (True, "perfect-curator")):  # reference rows, no model
         report["evaluations"][name] = evaluate(name, None, p, work, log, agent=ScriptedCurator(keep), carry=("skill",),
-                                               repeat_agent=ScriptedCurator(keep))
+                                               repeat_agent=ScriptedCurator(keep), episode=episode)
     if not args.no_untrained:  # the policy before RL: the warm start, or the --init model ("init")
         name = "init" if p.init else "untrained"
-        report["evaluations"][name] = evaluate(name, start, p, work, log)
+        report["evaluations"][name] = evaluate(name, start, p, work, log, episode=episode)
     for arm in args.arms:
-        algo = algorithm(ARMS[arm]["algo"])  # one that writes reflections starts from its own warm start
-        arm_start = untrained(p, work, log, algo=algo.name) if algo.reflects else start
-        own = f"untrained-{algo.name}"
-        if arm_start != start and not args.no_untrained and own not in report["evaluations"]:
-            report["evaluations"][own] = evaluate(own, arm_start, p, work, log, carry=("reflect",))
-        report["arms"][arm] = train_arm(arm, arm_start, p, work, log, extend=args.extend)
-        report["evaluations"][arm] = evaluate(arm, str(work / arm / "final"), p, work, log)
+        own = f"untrained-{ARMS[arm]['algo']}"
+        if starts[arm] != start and not args.no_untrained and own not in report["evaluations"]:
+            report["evaluations"][own] = evaluate(own, starts[arm], p, work, log, carry=("reflect",), episode=episode)
+        report["evaluations"][arm] = evaluate(arm, str(work / arm / "final"), p, work, log, episode=episode)
     return report
 
 
@@ -842,6 +912,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="continue arms trained for fewer than --steps from their last checkpoint (the "
                              "learning-rate decay stretched to the new end) instead of refusing them")
     parser.add_argument("--results-dir", default=str(RESULTS), help="where the JSON, Markdown and PNGs go")
+    parser.add_argument("--report", action="store_true",
+                        help="this run reports a result with settings fixed before (benchmarks/decisive_experiment.py): "
+                             "needed for --panel test, which is never for a design choice")
     parser.add_argument("--seeds", type=int, nargs="+", default=None,
                         help="run the whole experiment once per seed (each in WORK_DIR/seed<s>) and report the mean "
                              "over seeds with their range")
@@ -860,6 +933,8 @@ def main(argv: list[str] | None = None) -> int:
     preset = asdict(SCALE if args.scale else CPU)
     preset.update({k: v for k, v in vars(args).items() if k in preset and v is not None})
     p = Preset(**preset)
+    if p.panel == "test" and not args.report:
+        parser.error(f"--panel test without --report: {TEST_IS_FOR_REPORTING}")
     if p.warmstart_reading_first < 0 or p.warmstart_reading_rank < 1:
         parser.error("--warmstart-reading-first must be >= 0 and --warmstart-reading-rank >= 1")
     if p.init:

@@ -506,10 +506,11 @@ def test_documents_by_position_reads_the_probe_and_the_evaluation_k_from_the_wor
     assert module.summarise(work, arm="grpo")["evaluation_by_curate_position"] == grpo["evaluation_by_curate_position"]
 
 
-def test_paired_positions_differences_two_rows_on_their_common_sequences_and_refuses_bad_input(tmp_path, capsys):
+def test_paired_positions_differences_two_rows_on_one_panel_and_refuses_bad_input(tmp_path, capsys):
     """benchmarks/paired_positions.py: per sequence, the mean success at positions >= FROM of the arm minus the
-    reference's, on the sequences both played; a missing row, an out-of-range position, rows without a
-    common sequence or rows evaluated on another probe (their manifests) is a one-line error (exit 2)."""
+    reference's, on the panel both played; rows played on different panels are refused naming both hashes; a
+    missing row, an out-of-range position, rows without a sequence of that length or rows evaluated on another
+    probe (their manifests) is a one-line error (exit 2)."""
     import json
 
     module = _benchmark_module("paired_positions", "paired_positions_under_test")
@@ -520,13 +521,17 @@ def test_paired_positions_differences_two_rows_on_their_common_sequences_and_ref
     reference.mkdir(parents=True)
 
     def write(folder, rows):
-        (folder / "results.jsonl").write_text("".join(json.dumps({"K": 4, "sequence_id": s, "success": v}) + "\n"
-                                                      for s, v in rows))
+        (folder / "results.jsonl").write_text("".join(
+            json.dumps({"K": 4, "index": i, "sequence_id": s, "task_ids": [f"{s}{p}" for p in range(4)], "success": v})
+            + "\n" for i, (s, v) in enumerate(rows)))
 
     write(arm, [("a", [0, 1, 1, 1]), ("b", [1, 0, 1, 0]), ("only-arm", [1, 1, 1, 1])])
     write(reference, [("a", [1, 1, 0, 1]), ("b", [0, 0, 0, 0])])
+    with pytest.raises(module.PanelMismatch, match=r"different panels \(panel hash [0-9a-f]{16} vs [0-9a-f]{16}\)"):
+        module.paired(work, "skillrise", "latest-rule-only", K=4, start=2)
+    write(arm, [("a", [0, 1, 1, 1]), ("b", [1, 0, 1, 0])])
     result = module.paired(work, "skillrise", "latest-rule-only", K=4, start=2)
-    # a: 1.0 - 0.5, b: 0.5 - 0.0; "only-arm" is not paired
+    # a: 1.0 - 0.5, b: 0.5 - 0.0
     assert (result["sequences"], result["skillrise"], result["latest-rule-only"]) == (2, 0.75, 0.25)
     assert result["difference"] == 0.5
     assert result["ci"][0] <= 0.5 <= result["ci"][1]
@@ -545,7 +550,7 @@ def test_paired_positions_differences_two_rows_on_their_common_sequences_and_ref
     assert together["ci"][0] <= 2 / 3 <= together["ci"][1]
     for argv, message in (([str(work), "--reference", "perfect-curator"], "no held-out results for 'perfect-curator'"),
                           ([str(work), "--K", "4", "--from-position", "4"], "--from-position must be in 0..3"),
-                          ([str(work), "--K", "6"], "share no sequence of length 6"),
+                          ([str(work), "--K", "6"], "played no sequence of length 6"),
                           ([str(work), "--reference", "own"], "no held-out results for 'own'"),
                           ([str(work), "--reference", "skillrise", "--reference-work", str(tmp_path / "none")],
                            "none holds no held-out results for 'skillrise'")):

@@ -32,12 +32,13 @@ from skillrise_gym.bench.runner import ENVS, BenchConfig, parse_backend_options,
 from skillrise_gym.bench.store import OutputError, RunDirError
 from skillrise_gym.cli_fields import add_arguments, field_values, flag_fields, renamed
 from skillrise_gym.models import DTYPES
+from skillrise_gym.panels import TEST_IS_FOR_REPORTING
 
 EXIT_OK, EXIT_USAGE, EXIT_AGENT, EXIT_ENV, EXIT_OUTPUT, EXIT_INTERRUPTED = 0, 2, 3, 4, 5, 130
 
 #: where BenchConfig's flags appear in --help, in order ("env" first, then --agent): their names, defaults,
 #: types and help are the fields' (`BenchConfig`, `cli_fields.option`)
-MEASURE_FLAGS = ("K", "mode", "num_sequences", "split", "seed", "max_task_steps", "family", "backend_options",
+MEASURE_FLAGS = ("K", "mode", "num_sequences", "split", "seed", "panel", "max_task_steps", "family", "backend_options",
                  "carry", "prompt_style", "end_on_success", "out")
 EXECUTION_FLAGS = ("workers", "parallel", "worker_timeout", "ray_address", "ray_num_cpus", "ray_memory", "overlap",
                    "progress", "plots")
@@ -394,6 +395,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise
         if saved is not None:
             config.episode_from = compare_episode(saved, config, agent, log)
+        if config.panel == "test":
+            log(f"note: {TEST_IS_FOR_REPORTING}")
     except (ValueError, RunDirError) as exc:
         log(f"skillrise-bench: error: {exc}")
         return EXIT_USAGE

@@ -38,7 +38,7 @@ import math
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 from skillrise_gym import prompts
 from skillrise_gym.agents.base import Agent, AgentError, AgentOutput
@@ -48,6 +48,7 @@ from skillrise_gym.benchmarks import bench_envs
 from skillrise_gym.bench.store import CarrySetDir, OutputError, RunStore, carry_dir_name, is_carry_set, trial_id
 from skillrise_gym.cli_fields import option
 from skillrise_gym.episode import EpisodeSpec
+from skillrise_gym.panels import PANELS, panel_record, panel_seed
 from skillrise_gym.player import Player, Trial
 from skillrise_gym.pools import PoolConfig, WorkerError, env_fn, make_pool
 from skillrise_gym.records import Turn, turn_from_step
@@ -96,7 +97,11 @@ class BenchConfig:
     num_sequences: int = option(20, "sequences per K")
     split: str | None = option(None, "backend split (default: the backend's first: test for WebShop, train for "
                                "the others)")
-    seed: int = option(0, "draws the sequences; seeds random agent and bootstrap")
+    seed: int = option(0, "draws the sequences (unless --panel names them); seeds random agent and bootstrap")
+    panel: str | None = option(
+        None, "play a named panel of sequences, drawn by the generator seed reserved for it: dev (for every design "
+        "choice) or test (for reported results, used once); each summary block records its panel's hash "
+        "(skillrise_gym.panels)", choices=list(PANELS), metavar="NAME")
     workers: int = option(1, "env worker processes (0: in this process)", flag="--env-workers",
                           aliases=("--workers",))
     parallel: int | None = option(None, "envs, each playing one sequence at a time (default: max(env workers, "
@@ -164,6 +169,8 @@ class BenchConfig:
                                                 or not isinstance(self.worker_timeout, (int, float))
                                                 or not math.isfinite(self.worker_timeout) or self.worker_timeout <= 0):
             raise ValueError(f"--env-timeout must be a finite number of seconds > 0, got {self.worker_timeout!r}")
+        if self.panel is not None:
+            panel_seed(self.panel)  # ValueError naming the panels
         self.pool.check()  # the Ray settings: ValueError naming the flag
         cls = backend_class(self.env)
         check_options(cls, self.backend_options)
@@ -196,6 +203,20 @@ class BenchConfig:
                           ray_num_cpus=self.ray_num_cpus, ray_memory=self.ray_memory)
 
     @property
+    def draw_seed(self) -> int:
+        """The generator seed of the sequences: the named panel's reserved seed, else --seed."""
+        return panel_seed(self.panel) if self.panel is not None else self.seed
+
+    @property
+    def drawn_by(self) -> str:
+        """How the sequences were drawn, as titles say it: "panel test" or "seed 0"."""
+        return f"panel {self.panel}" if self.panel is not None else f"seed {self.seed}"
+
+    def panel_of(self, results: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+        """What a summary block says of the panel its `results` played (name, seed, size, hash)."""
+        return panel_record(self.env, self.split, self.backend_options, self.draw_seed, results)
+
+    @property
     def single_mode(self) -> bool:
         """The layout of before carry modes: the default carry alone, in a directory not holding several."""
         return self.carry == ["skill"] and not is_carry_set(self.out)
@@ -206,7 +227,7 @@ class BenchConfig:
         identity = {"env": self.env, "split": self.split, "mode": self.mode, "seed": self.seed,
                     "max_task_steps": self.max_task_steps, "family": self.family,
                     "backend_options": self.backend_options, "prompt_style": self.style, "agent": agent.describe(),
-                    "end_on_success": self.end_on_success, "episode_from": self.episode_from}
+                    "end_on_success": self.end_on_success, "episode_from": self.episode_from, "panel": self.panel}
         if self.admissible_actions is not None:
             identity["admissible_actions"] = self.admissible_actions
         data = self.data_identity()
@@ -371,7 +392,7 @@ class BenchRunner:
             sampler = env.unwrapped.sampler()
         finally:
             env.close()
-        return Draws(sampler, self.config.num_sequences, self.config.seed)
+        return Draws(sampler, self.config.num_sequences, self.config.draw_seed)
 
     def _finished(self, K: int) -> int:
         """Finished sequences of this K among the N asked for (counted from the records, not over N)."""
@@ -564,6 +585,9 @@ class BenchRunner:
         c = self.config
         results = self._requested()
         summary = metrics.summarize(results, c.K, c.mode, seed=c.seed)
+        for block in summary["blocks"]:
+            if block["sequences"]:
+                block["panel"] = c.panel_of([r for r in results if r["K"] == block["K"]])
         summary.update(
             env=c.env, benchmark=c.benchmark, split=c.split, agent=self.agent.describe(), seed=c.seed,
             num_sequences=c.num_sequences, K=c.K, max_task_steps=c.max_task_steps, carry=self.carry,
@@ -576,9 +600,9 @@ class BenchRunner:
         c = self.config
         summary = self.summary(status)
         single = self.single
-        title = f"{c.env} / {self.agent.name} / {c.mode} / split {c.split} / seed {c.seed}"
+        title = f"{c.env} / {self.agent.name} / {c.mode} / split {c.split} / {c.drawn_by}"
         if not single or self.carry != "skill":
-            title = f"{c.env} / {self.agent.name} / {c.mode} / carry {self.carry} / split {c.split} / seed {c.seed}"
+            title = f"{c.env} / {self.agent.name} / {c.mode} / carry {self.carry} / split {c.split} / {c.drawn_by}"
         table = metrics.markdown_table(summary, title)
         if single:
             summary["by_carry"] = {self.carry: dict(summary)}
@@ -679,7 +703,7 @@ class CarrySetRunner:
             "by_carry": by_carry,
             "difference": metrics.carry_differences(results, c.K, c.carry[0], seed=c.seed),
         }
-        title = f"{c.env} / {self.agent.name} / {c.mode} / split {c.split} / seed {c.seed} / {c.style} prompts"
+        title = f"{c.env} / {self.agent.name} / {c.mode} / split {c.split} / {c.drawn_by} / {c.style} prompts"
         table = metrics.carry_table(summary, title)
         _write_outputs(self.dir, summary, table, title, c.plots and bool(summary["finished"]),
                        ("plot_carry_success_by_position", "plot_carry_success_vs_K"))

@@ -50,7 +50,8 @@ OUTPUTS = {MANIFEST, TURNS, RESULTS, LOCK, "summary.json", "summary.md", "rescor
            "success_vs_K.png"}
 #: identity keys added after run directories already existed, and the value they had before (a manifest
 #: without the key was written by a run that used that value, so it still resumes)
-LEGACY_IDENTITY = {"carry": "skill", "prompt_style": "full", "end_on_success": False, "episode_from": None}
+LEGACY_IDENTITY = {"carry": "skill", "prompt_style": "full", "end_on_success": False, "episode_from": None,
+                   "panel": None}
 
 
 class RunDirError(SkillRiseError, ValueError):
