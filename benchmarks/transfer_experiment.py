@@ -556,10 +556,11 @@ def held_out_bench(model_dir: str | None, p: Preset, out: Path, agent: Any = Non
 
 
 def evaluate(name: str, model_dir: str | None, p: Preset, work: Path, log, agent: Any = None,
-             carry: tuple[str, ...] | None = None, repeat_agent: Any = None, episode: Any = None) -> dict[str, Any]:
+             carry: tuple[str, ...] | None = None, repeat_agent: Any = None, episode: Any = None,
+             reading: bool = True) -> dict[str, Any]:
     """Held-out families, every K and carry mode, through the bench runner with the hf agent (or `agent`),
     playing `episode` (`experiment_episode`: the one its arms trained on); with what the curated documents
-    hold (carry skill: `skillrise_gym.documents`)."""
+    hold (carry skill: `skillrise_gym.documents`); with `reading` and R >= 2, the reading check too."""
     from skillrise_gym.bench.store import carry_run_dir
 
     carry = tuple(p.eval_carry) if carry is None else carry
@@ -577,7 +578,7 @@ def evaluate(name: str, model_dir: str | None, p: Preset, work: Path, log, agent
     result = {"model_dir": model_dir, "bench_dir": str(out), "by_carry": table, "panel": panel_of(summary),
               "episode": str(episode.path) if episode is not None else None,
               "documents": held_documents(carry_run_dir(out, "skill") / "turns.jsonl", p)}
-    if model_dir is not None and p.rules > 1:
+    if reading and model_dir is not None and p.rules > 1:
         result["reading"] = reading_check(name, model_dir, p, work, log, episode)
     if p.repeat_k:
         result["repeat"] = evaluate_repeat(name, model_dir, p, work, log, agent=repeat_agent,
