@@ -1,5 +1,5 @@
 """Transfer learning on the probe: SkillRise's curate credit teaches a tiny offline model to carry a rule
-from one task to the next; GRPO, which carries nothing, stays at chance.
+from one task to the next; GRPO, which trains solve turns only, does not learn to.
 
 The probe (SkillRise-Rulebook-v0) with one hidden rule per family and three bins: a task is solved only
 from what the agent knew before it (one answer per task), and families differ in their rule, so the
@@ -13,7 +13,9 @@ split: other rules, words never seen in training) through the bench runner and t
 
 Measured with this file's settings (100 held-out sequences, success at positions 0/1; chance 0.33): seed 0:
 warm start 0.38/0.44, SkillRise 0.35/1.00, GRPO (no document) at chance; seed 1: warm start 0.36/0.51,
-SkillRise 0.35/1.00 (seed 2, measured outside the suite: 0.36/0.50 -> 0.37/1.00). Both seeds run here:
+SkillRise 0.35/1.00 (seed 2, measured outside the suite: 0.36/0.50 -> 0.37/1.00). GRPO is evaluated on
+the same episode as SkillRise (carry skill: its curate turns write the documents), so its assertion can fail:
+a GRPO policy that carried the rule as well as SkillRise's would fail it. Both seeds run here:
 before the warm start's cosine learning-rate decay, seed 1 did not learn (0.37 -> 0.40), and one seed
 could not show that. About 8 minutes on 2 cores; each seed's run is deterministic on one CPU build.
 The ablations (curate credit own / none) are measured by benchmarks/transfer_experiment.py (README 'Transfer').
@@ -62,7 +64,7 @@ def held_out(model_dir: str, out, carry: str) -> list[float]:
 
     agent = HFAgent(HFConfig(model=model_dir, max_new_tokens=24, temperature=0.0, batch_size=64, seed=0, threads=1))
     try:
-        bench = BenchConfig(env="rulebook", out=str(out), K=[2], num_sequences=EVAL_SEQUENCES, split="test", seed=7,
+        bench = BenchConfig(env="rulebook", out=str(out), K=[2], num_sequences=EVAL_SEQUENCES, split="test", panel="dev",
                             workers=0, parallel=64, backend_options=OPTIONS, carry=[carry], progress=False,
                             plots=False)
         outcome = run_bench(bench, agent)
@@ -79,7 +81,8 @@ def test_skillrise_learns_to_carry_the_rule_and_grpo_stays_at_chance(warm_starte
                          tmp_path / "eval-skillrise", "skill")
     grpo = None
     if seed == 0:  # GRPO carries no document: one seed shows it stays at chance
-        grpo = held_out(train(start, tmp_path / "grpo", seed, algo="grpo"), tmp_path / "eval-grpo", "none")
+        # on SkillRise's own episode (carry skill): its curate turns are the warm start's, never trained
+        grpo = held_out(train(start, tmp_path / "grpo", seed, algo="grpo"), tmp_path / "eval-grpo", "skill")
     with capsys.disabled():
         print(f"\ntransfer test, seed {seed} (held-out, greedy, {EVAL_SEQUENCES} sequences; success at positions "
               f"0/1): warm start {before[0]:.2f}/{before[1]:.2f}, SkillRise {skillrise[0]:.2f}/{skillrise[1]:.2f}"
@@ -89,5 +92,5 @@ def test_skillrise_learns_to_carry_the_rule_and_grpo_stays_at_chance(warm_starte
     # SkillRise's second task: the rule was carried (chance 0.33; a perfect curator gets 1.0)
     assert skillrise[1] >= 0.75
     assert skillrise[1] >= before[1] + 0.2  # learned by RL, not given by the warm start
-    if grpo is not None:  # GRPO carries no document: its second task is at chance
-        assert grpo[1] < CHANCE + 0.2
+    if grpo is not None:  # GRPO's curate turns were never credited: they carry the rule less often
+        assert grpo[1] <= skillrise[1] - 0.2

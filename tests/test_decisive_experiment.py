@@ -1,0 +1,96 @@
+"""benchmarks/decisive_experiment.py at toy size: every stage through the real trainer and bench (the tiny
+offline model, 2 RL steps, 6 held-out sequences), resumed from its JSON, reported from the JSON alone, and
+its comparisons refused across panels."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("trl")
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture
+def toy(monkeypatch):
+    path = ROOT / "benchmarks" / "decisive_experiment.py"
+    spec = importlib.util.spec_from_file_location("decisive_experiment_toy", path)
+    module = importlib.util.module_from_spec(spec)
+    monkeypatch.setitem(sys.modules, "decisive_experiment_toy", module)
+    spec.loader.exec_module(module)
+    te = module.te
+    tiny = dict(model="tiny", lora=False, max_new_tokens=24, dtype="float32", threads=1, G=2, S=1, lr=1e-3)
+    evaluation = dict(panel="test", eval_K=[6], eval_sequences=6, eval_carry=["skill"])
+    monkeypatch.setattr(module, "WARMSTART", te.Preset(**{**tiny, "rules": 2, "bins": 4, "K": 3, "warmstart_steps": 2,
+                                                          "warmstart_sequences": 10, "warmstart_reading_first": 0}))
+    monkeypatch.setattr(module, "R1", te.Preset(**{**tiny, **evaluation, "rules": 1, "bins": 3, "K": 2, "steps": 1,
+                                                   "warmstart_steps": 0}))
+    monkeypatch.setattr(module, "R2", te.Preset(**{**tiny, **evaluation, "rules": 2, "bins": 4, "K": 4, "steps": 1,
+                                                   "warmstart_steps": 0}))
+    monkeypatch.setattr(module, "SEEDS", (0, 1))
+    return module
+
+
+def test_every_stage_runs_resumes_and_is_reported_from_its_json(toy, tmp_path, capsys):
+    results, work = tmp_path / "results", tmp_path / "work"
+    argv = ["--work-dir", str(work), "--results-dir", str(results)]
+    assert toy.main(["run", "--only", "warmstart", "r1/skillrise-seed1", *argv]) == 0
+    assert sorted(p.name for p in (results / "r1").iterdir()) == ["skillrise-seed1.json"]
+    assert toy.main(["run", *argv]) == 0
+    names = toy.stages()
+    assert all(toy.result_path(n, results).is_file() for n in names)
+    first = json.loads(toy.result_path("r2/cannot/skillrise-seed0", results).read_text())
+    assert first["evaluation"]["panel"]["name"] == "test" and len(first["evaluation"]["per_sequence"]) == 6
+    assert first["episode"]["backend_options"] == {"rules": 2, "bins": 4} and first["episode"]["K"] == 4
+    assert first["start"]["digest"] == json.loads(toy.result_path("r1/skillrise-seed2", results).read_text())["model"]["digest"]
+    # a rerun finds every stage's JSON and runs nothing
+    stamp = {n: toy.result_path(n, results).stat().st_mtime_ns for n in names}
+    assert toy.main(["run", *argv]) == 0
+    assert stamp == {n: toy.result_path(n, results).stat().st_mtime_ns for n in names}
+    capsys.readouterr()
+    assert toy.main(["report", "--results-dir", str(results)]) == 0
+    report = json.loads((results / "decisive.json").read_text())
+    assert report["stages_left"] == []
+    block = report["r2"]["cannot"]["paired"]["skillrise - none"]
+    assert set(block["per_seed"]) == {"0", "1"} and block["over_seeds"]["seeds"] == 2
+    assert report["r2"]["cannot"]["same_start"] is True
+    assert (results / "decisive.md").read_text() == toy.markdown(report)
+    # the per-seed difference is the mean of the per-sequence differences at the pre-registered positions
+    mine = json.loads(toy.result_path("r2/cannot/skillrise-seed1", results).read_text())["evaluation"]["per_sequence"]
+    other = json.loads(toy.result_path("r2/cannot/none-seed1", results).read_text())["evaluation"]["per_sequence"]
+    a, b = toy.MEASURE
+    expected = sum(sum(mine[s][a:b]) - sum(other[s][a:b]) for s in mine) / (b - a) / len(mine)
+    assert block["per_seed"]["1"]["difference"] == pytest.approx(expected, abs=1e-4)
+    # an arm evaluated on another panel cannot be paired
+    path = toy.result_path("r2/cannot/none-seed1", results)
+    record = json.loads(path.read_text())
+    record["evaluation"]["panel"]["hash"] = "0" * 16
+    path.write_text(json.dumps(record))
+    with pytest.raises(ValueError, match="different panels"):
+        toy.analyse(results)
+
+
+def test_status_and_a_bad_stage_prefix(toy, tmp_path, capsys):
+    assert toy.main(["status", "--results-dir", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert f"0 of {len(toy.stages())} stages done" in out
+    with pytest.raises(SystemExit) as exited:
+        toy.main(["run", "--only", "r3/", "--results-dir", str(tmp_path)])
+    assert exited.value.code == 2 and "no stage starts with r3/" in capsys.readouterr().err
+
+
+def test_the_stages_are_whole_seeds_in_order():
+    """The inits first, then one RL seed of every R=2 arm from both inits at a time."""
+    spec = importlib.util.spec_from_file_location("decisive_experiment_order", ROOT / "benchmarks" / "decisive_experiment.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    names = module.stages()
+    assert names[:4] == ["warmstart", "r1/skillrise-seed1", "r1/skillrise-seed2", "r2/reference"]
+    assert len(names) == len(set(names)) == 4 + 2 * 3 * 3 + 2 + 4
+    seeds = [int(n.rsplit("seed", 1)[1]) for n in names if n.startswith("r2/") and "seed" in n]
+    assert seeds == sorted(seeds)  # a partial experiment is whole seeds
