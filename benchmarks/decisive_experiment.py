@@ -17,6 +17,8 @@ rerun skips every stage whose JSON is there, so the experiment resumes from what
     r2/<init>/<arm>-seed<s>    R=2, N=4, K=4, 40 RL steps from <init> (curates | cannot), arms skillrise, none,
                                own, RL seeds 0 1 2; held out on the R=2 test panel (K=6, 100 sequences)
     r2/<init>/init             the init itself, before any R=2 step, on the same panel
+    r2/<init>/norepeat-seed<s> last: SkillRise plus --repetition-penalty 2 (the document regrowth), a change of
+                               method with its own arm on the same panel, reported beside SkillRise
 
 Models live in --work-dir (default runs/decisive). A stage whose JSON is committed but whose model a later stage
 needs (a fresh machine) rebuilds it by the same code; each run records the digest of the weights it started
@@ -75,6 +77,9 @@ SETTINGS = {"warmstart": WARMSTART, "r1": R1, "r2": R2}
 #: the R=1 SkillRise runs that are the two inits of the R=2 arms
 INITS = {"curates": 1, "cannot": 2}
 R2_ARMS = ("skillrise", "none", "own")
+#: a change of method with its own arm, run after the main arms: SkillRise plus --repetition-penalty 2 (the
+#: document regrowth); reported beside SkillRise, never folded into its figures
+R2_METHOD_ARMS = ("norepeat",)
 SEEDS = (0, 1, 2)
 #: the measure pre-registered for the paired comparisons: mean success at these positions (0-based) of K=6
 MEASURE = (2, 6)
@@ -92,11 +97,14 @@ def stages() -> list[str]:
         if seed == SEEDS[0]:
             names += [f"r1/{arm}-seed{s}" for arm in ("skillrise", "none") for s in SEEDS
                       if not (arm == "skillrise" and s in INITS.values())]
+    for seed in SEEDS:
+        for init in INITS:
+            names += [f"r2/{init}/{arm}-seed{seed}" for arm in R2_METHOD_ARMS]
     return names
 
 
 #: rough CPU minutes of each kind of stage at 2 threads on the 2-core box (the repository's timings)
-COST_MINUTES = {"warmstart": 31, "r1": 12, "r2/reference": 1, "init": 5, "r2": 35}
+COST_MINUTES = {"warmstart": 31, "r1": 12, "r2/reference": 1, "init": 5, "r2": 35}  # r2: an arm
 
 
 def cost(name: str) -> int:
@@ -130,6 +138,7 @@ def weights_digest(folder: Path) -> str:
 class Experiment:
     def __init__(self, work: Path, results: Path, log: Any) -> None:
         self.work, self.results, self.log = work, results, log
+        self.code = code_version()  # the code this process loaded, not the tree's when a stage ends
 
     def warm_start(self) -> Path:
         """The warm start's folder, built when absent."""
@@ -195,7 +204,7 @@ class Experiment:
             final, trained, work, start = self._r2(init, arm, int(seed))
             record = self.trained_record(arm, final, trained, work, replace(R2, seed=int(seed), init=str(start)),
                                          start=start)
-        record.update(stage=name, code=code_version(), machine={"cpus": os.cpu_count()},
+        record.update(stage=name, code=self.code, machine={"cpus": os.cpu_count()},
                       stage_wall_seconds=round(time.perf_counter() - started, 1))
         return record
 
@@ -309,7 +318,7 @@ def analyse(results: Path) -> dict[str, Any]:
         if f"r2/{init}/init" in done:
             section["init"] = summary_of(done[f"r2/{init}/init"]["evaluation"])
         starts = set()
-        for arm in R2_ARMS:
+        for arm in R2_ARMS + R2_METHOD_ARMS:
             for seed in SEEDS:
                 record = done.get(f"r2/{init}/{arm}-seed{seed}")
                 if record:
@@ -318,15 +327,17 @@ def analyse(results: Path) -> dict[str, Any]:
                         "start_digest": record["start"]["digest"]}
                     starts.add(record["start"]["digest"])
         section["same_start"] = len(starts) <= 1
-        for control in [a for a in R2_ARMS if a != "skillrise"] + ["init"]:
+        comparisons = [("skillrise", c) for c in [a for a in R2_ARMS if a != "skillrise"] + ["init"]]
+        comparisons += [(m, c) for m in R2_METHOD_ARMS for c in ("skillrise", "none")]
+        for arm, control in comparisons:
             per_seed = {}
             for seed in SEEDS:
-                mine = done.get(f"r2/{init}/skillrise-seed{seed}")
+                mine = done.get(f"r2/{init}/{arm}-seed{seed}")
                 other = done.get(f"r2/{init}/init" if control == "init" else f"r2/{init}/{control}-seed{seed}")
                 if mine and other:
                     per_seed[str(seed)] = paired(mine, other, seed=seed)
             if per_seed:
-                section["paired"][f"skillrise - {control}"] = {
+                section["paired"][f"{arm} - {control}"] = {
                     "per_seed": per_seed, "over_seeds": over_seeds([d["difference"] for d in per_seed.values()])}
         report["r2"][init] = section
     for arm in ("skillrise", "none"):

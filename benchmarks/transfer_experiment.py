@@ -9,6 +9,8 @@ Arms, trained with the same seed and step budget on the training families of the
     grpo            independent single-task episodes, no document (the baseline)
     gigpo           grpo's episodes plus GiGPO's step-level advantage (on the probe, one step per task: every
                     trial of a task shares its one state, so the step part repeats the episode part)
+    norepeat        (not in the default arms) skillrise plus --repetition-penalty 2: a curate turn whose document
+                    states a clause twice loses 2 from its advantage (the R=2 regrowth); a change of method
     lamer           (not in the default arms) K attempts at one task with reflections between them, LaMer's
                     cross-attempt return; started from its own format warm start (reflections, not documents)
 
@@ -70,8 +72,10 @@ ARMS = {
     "grpo": {"algo": "grpo", "curate_credit": "future"},
     "gigpo": {"algo": "gigpo", "curate_credit": "future"},
     "lamer": {"algo": "lamer", "curate_credit": "future"},
+    # a change of method, not SkillRise: its curate turns also lose 2 for a document stating a clause twice
+    "norepeat": {"algo": "skillrise", "curate_credit": "future", "repetition_penalty": 2.0},
 }
-DEFAULT_ARMS = [arm for arm in ARMS if arm != "lamer"]
+DEFAULT_ARMS = [arm for arm in ARMS if arm not in ("lamer", "norepeat")]
 CARRY = ("skill", "none", "reflect")
 
 
@@ -278,15 +282,14 @@ def train_arm(arm: str, start: str, p: Preset, work: Path, log, extend: bool = F
     if resume or not finished:
         # an unfinished run is started over by the trainer's --overwrite, under its lock (a trainer still
         # writing there is refused, nothing deleted), which deletes the run's own files only
-        config = TrainConfig(
+        config = TrainConfig(**{**dict(
             env="rulebook", model=start, lora=p.lora, K=p.K, G=p.G, S=p.S, steps=p.steps, lr=p.lr,
             max_task_steps=1, max_new_tokens=p.max_new_tokens, warmstart_steps=0,
             invalid_penalty=p.invalid_penalty, overlong_penalty=p.overlong_penalty, entropy_coef=0.0,
             save_interval=max(1, p.steps), output_dir=str(out), overwrite=not resume,
             seed=p.seed, resume=resume, threads=p.threads, backend_options=backend_options(p), record_turns=True,
             **({"generation_dtype": p.dtype, "bf16": p.dtype == "bfloat16"} if p.dtype != "float32" else {}),
-            **ARMS[arm],
-        )
+        ), **ARMS[arm]})
         log(f"[{arm}] training: {config.algo}, curate credit {config.curate_credit}, {p.steps} steps")
         wall = out / "wall_seconds.txt"
         before = float(wall.read_text()) if resume and wall.exists() else 0.0

@@ -44,6 +44,13 @@ def clauses(document: str) -> list[str]:
     return [clause for clause in _CLAUSE.split(document) if clause.strip()]
 
 
+def repeats_a_clause(document: str) -> bool:
+    """Whether `document` states one clause twice (case and spacing aside): the regrowth of a document that
+    repeats a clause until the token budget cuts it."""
+    seen = [" ".join(clause.lower().split()) for clause in clauses(document)]
+    return len(set(seen)) < len(seen)
+
+
 def states(document: str, fact: Iterable[str]) -> bool:
     """Whether one clause of `document` holds every word of `fact`."""
     wanted = {w.lower() for w in fact}

@@ -31,7 +31,7 @@ import numpy as np
 from skillrise_gym.records import Turn
 from skillrise_gym.sequences import TaskSequence
 from skillrise_train import credit
-from skillrise_train.samples import RolloutResult, TrialPlan
+from skillrise_train.samples import RolloutResult, TrialPlan, repeats
 
 
 class Algorithm(ABC):
@@ -77,13 +77,17 @@ class Algorithm(ABC):
     def credit(self, result: RolloutResult, config: Any) -> tuple[np.ndarray, np.ndarray]:
         """(returns, advantages) of every turn of `result`, in its order: the algorithm's `credit_rule`, then
         `--overlong-penalty` subtracted from the advantage of every turn whose completion was cut off at
-        --max-new-tokens (``extra["completion_cut"]``), after the rule like the format penalty: every
-        algorithm alike. `config`: a TrainConfig (gamma, advantage_mode, invalid_penalty, overlong_penalty,
+        --max-new-tokens (``extra["completion_cut"]``), and `--repetition-penalty` from every curate turn whose
+        document states a clause twice (`repeats`), after the rule like the format penalty: every algorithm
+        alike. `config`: a TrainConfig (gamma, advantage_mode, invalid_penalty, overlong_penalty,
         curate_credit, success_reward, GiGPO's step_gamma and step_advantage_weight)."""
         returns, advantages = self.credit_rule(result, config)
         if config.overlong_penalty:
             advantages = advantages - config.overlong_penalty * np.array(
                 [bool(s.turn.extra.get("completion_cut")) for s in result.samples], dtype=np.float64)
+        if getattr(config, "repetition_penalty", 0.0):
+            advantages = advantages - config.repetition_penalty * np.array(
+                [repeats(s.turn) for s in result.samples], dtype=np.float64)
         return returns, advantages
 
     @abstractmethod

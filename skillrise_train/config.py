@@ -132,6 +132,7 @@ class TrainConfig:
     step_advantage_weight: float = option(1.0, 'gigpo: weight of the step-level advantage added to the episode-level one.')
     success_reward: float = option(10.0, "Reward of a solved task (the reference's binary 10/0).")
     invalid_penalty: float = option(0.5, 'Subtracted from a turn whose output lacks its <action>/<skill> tags (0 disables).')
+    repetition_penalty: float = option(0.0, "Subtracted from the advantage of a curate turn whose document states one clause twice (the document regrowth seen at R=2: a clause repeated until the token budget cuts it). 0 (the default) disables it; a change of method, not SkillRise's own credit. The share is logged as repeats/curate either way.")
     overlong_penalty: float = option(0.0, "Subtracted from the advantage of a turn whose completion ran to --max-new-tokens without ending (cut off mid-answer; DAPO's overlong punishment as a constant). 0 (the default) disables it; the share cut is logged as cut/solve and cut/curate either way.")
     advantage_mode: str = option("mean_norm", 'mean_norm (return minus group mean, the reference) or mean_std_norm (also divided by the std).')
     lr: float = option(1e-5, 'Learning rate (the reference uses 1e-6 for full fine-tuning of Qwen3-4B).')
@@ -236,7 +237,8 @@ class TrainConfig:
             raise ValueError(f"step_gamma must be in [0, 1], got {self.step_gamma}")
         if not (math.isfinite(self.step_advantage_weight) and self.step_advantage_weight >= 0):
             raise ValueError(f"step_advantage_weight must be a finite number >= 0, got {self.step_advantage_weight}")
-        for name, value in (("invalid_penalty", self.invalid_penalty), ("overlong_penalty", self.overlong_penalty)):
+        for name, value in (("invalid_penalty", self.invalid_penalty), ("overlong_penalty", self.overlong_penalty),
+                            ("repetition_penalty", self.repetition_penalty)):
             if not (math.isfinite(value) and value >= 0):
                 raise ValueError(f"{name} must be a finite number >= 0, got {value}")
         if self.generation_dtype is not None:

@@ -9,7 +9,8 @@ from dataclasses import dataclass, field
 from typing import Callable, Hashable, Sequence
 
 from skillrise_gym.backends import backend_class
-from skillrise_gym.documents import document_stats
+from skillrise_gym.documents import document_stats, repeats_a_clause
+from skillrise_gym.prompts import parse_skill
 from skillrise_gym.records import Turn
 from skillrise_gym.sequences import TaskSequence
 from skillrise_train.credit import TurnTag, anchor_groups
@@ -46,6 +47,11 @@ class TrialPlan:
     task_ids: list[str]  # the tasks this env episode plays
     position_offset: int = 0  # position of task_ids[0] in `sequence` (GRPO: each task is its own episode)
     sequence_index: int = 0  # the sequence's index among the step's S (which rank plays it: distributed.shard)
+
+
+def repeats(turn: Turn) -> bool:
+    """Whether a curate turn's document states one clause twice (`skillrise_gym.documents.repeats_a_clause`)."""
+    return turn.role == "curate" and repeats_a_clause(parse_skill(turn.response or "").document)
 
 
 @dataclass
@@ -151,6 +157,9 @@ def rollout_stats(result: RolloutResult, advantages: Sequence[float], K: int) ->
     for role in ("solve", "curate"):  # completions cut off at --max-new-tokens (documents that outgrow it)
         cut = [bool(s.turn.extra.get("completion_cut")) for s in result.samples if s.turn.role == role]
         stats[f"cut/{role}"] = sum(cut) / len(cut) if cut else 0.0
+    curated = [s.turn for s in result.samples if s.turn.role == "curate"]
+    if curated:  # documents stating a clause twice (--repetition-penalty)
+        stats["repeats/curate"] = sum(repeats(t) for t in curated) / len(curated)
     stats["tokens/completion"] = float(result.completion_tokens)
     stats["tokens/prompt"] = float(result.prompt_tokens)
     stats["prompts_truncated"] = float(result.truncated_prompts)

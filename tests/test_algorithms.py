@@ -104,6 +104,35 @@ def test_every_algorithms_credit_subtracts_the_overlong_penalty_from_cut_turns_o
     assert list(plain[1]) == list(algorithm(name).credit_rule(result, TrainConfig(env="toy", algo=name))[1])
 
 
+def test_the_repetition_penalty_hits_curate_turns_whose_document_repeats_a_clause_only():
+    """--repetition-penalty: subtracted from a curate turn whose document states one clause twice (case and
+    spacing aside), not from one that states two clauses, nor from a solve turn that repeats itself; the
+    share of such curate turns is logged as repeats/curate."""
+    import dataclasses
+
+    from skillrise_gym.documents import repeats_a_clause
+    from skillrise_train.samples import rollout_stats
+
+    assert repeats_a_clause("glass items go in the red bin; Glass items  go in the red bin")
+    assert not repeats_a_clause("glass items go in the red bin; wood items go in the blue bin")
+    result = _result_with_a_cut_turn()
+    responses = ["<skill>glass items go in the red bin; glass items go in the red bin</skill>",
+                 "<skill>glass items go in the red bin; wood items go in the blue bin</skill>"]
+    result.samples = [dataclasses.replace(s, turn=dataclasses.replace(s.turn, role="curate", response=r,
+                                                                      extra={"group_id": "g"}))
+                      for s, r in zip(result.samples, responses)]
+    solve = dataclasses.replace(result.samples[0], turn=dataclasses.replace(result.samples[0].turn, role="solve",
+                                                                            response="red bin; red bin"))
+    result.samples.append(solve)
+    config = TrainConfig(env="toy", algo="skillrise")
+    plain = algorithm("skillrise").credit(result, config)[1]
+    penalised = algorithm("skillrise").credit(result, dataclasses.replace(config, repetition_penalty=2.0))[1]
+    assert list(penalised) == [plain[0] - 2.0, plain[1], plain[2]]
+    assert rollout_stats(result, plain, 1)["repeats/curate"] == 0.5
+    with pytest.raises(ValueError, match="repetition_penalty must be a finite number >= 0"):
+        TrainConfig(env="toy", repetition_penalty=-1.0)
+
+
 @pytest.mark.parametrize("name", ALGOS)
 def test_a_group_of_one_is_refused_for_every_algorithm(name, capsys):
     from skillrise_train.cli import main

@@ -56,6 +56,8 @@ def test_every_stage_runs_resumes_and_is_reported_from_its_json(toy, tmp_path, c
     assert toy.main(["report", "--results-dir", str(results)]) == 0
     report = json.loads((results / "decisive.json").read_text())
     assert report["stages_left"] == []
+    assert set(report["r2"]["cannot"]["paired"]) == {"skillrise - none", "skillrise - own", "skillrise - init",
+                                                      "norepeat - skillrise", "norepeat - none"}
     block = report["r2"]["cannot"]["paired"]["skillrise - none"]
     assert set(block["per_seed"]) == {"0", "1"} and block["over_seeds"]["seeds"] == 2
     assert report["r2"]["cannot"]["same_start"] is True
@@ -91,6 +93,8 @@ def test_the_stages_are_whole_seeds_in_order():
     spec.loader.exec_module(module)
     names = module.stages()
     assert names[:4] == ["warmstart", "r1/skillrise-seed1", "r1/skillrise-seed2", "r2/reference"]
-    assert len(names) == len(set(names)) == 4 + 2 * 3 * 3 + 2 + 4
-    seeds = [int(n.rsplit("seed", 1)[1]) for n in names if n.startswith("r2/") and "seed" in n]
+    assert len(names) == len(set(names)) == 4 + 2 * 3 * 3 + 2 + 4 + 2 * 3
+    main = [n for n in names if n.startswith("r2/") and "seed" in n and "norepeat" not in n]
+    seeds = [int(n.rsplit("seed", 1)[1]) for n in main]
     assert seeds == sorted(seeds)  # a partial experiment is whole seeds
+    assert all("norepeat" in n for n in names[-6:])  # the change of method comes after the main arms
