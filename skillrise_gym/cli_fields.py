@@ -36,12 +36,14 @@ _MISSING = dataclasses.MISSING
 
 def option(default: Any = _MISSING, help: str = "", *, flag: str | None = None, metavar: str | None = None,
            choices: Sequence[Any] | None = None, action: str | None = None,
-           parse: Callable[[Any], Any] | None = None, cli: bool = True, aliases: Sequence[str] = ()) -> Any:
+           parse: Callable[[Any], Any] | None = None, cli: bool = True, aliases: Sequence[str] = (),
+           also: Sequence[str] = ()) -> Any:
     """A config field with its command-line flag (see the module docstring). No `default`: a required flag; a
     list or dict default is copied for each instance. `cli=False`: a field without a flag. `aliases`: the
-    flag's former names (hidden; a warning names the new one)."""
+    flag's former names (hidden; a warning names the new one). `also`: other spellings of the flag, as good as
+    its name (shown in --help)."""
     metadata = {"help": help, "flag": flag, "metavar": metavar, "choices": choices, "action": action,
-                "parse": parse, "cli": cli, "aliases": tuple(aliases)}
+                "parse": parse, "cli": cli, "aliases": tuple(aliases), "also": tuple(also)}
     if default is _MISSING:
         return dataclasses.field(metadata=metadata)
     if isinstance(default, (dict, list)):
@@ -108,7 +110,7 @@ def add_arguments(container: Any, cls: type, names: Iterable[str], *, defaults: 
         for key in ("metavar", "choices"):
             if meta.get(key) is not None:
                 kwargs[key] = list(meta[key]) if key == "choices" else meta[key]
-        container.add_argument(flag_name(f), **kwargs)
+        container.add_argument(flag_name(f), *meta.get("also", ()), **kwargs)
         _aliases(container, f, kwargs, hidden)
 
 

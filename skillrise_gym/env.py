@@ -115,6 +115,9 @@ class SequenceEnv(gym.Env):
         admissible_actions: put the engine's admissible actions in observations (default: the backend's
             `admissible_by_default`; ScienceWorld's list is expensive and off by default).
         expert_in_info: put the backend expert's next action in `info["expert_action"]` on solve steps.
+        attempt_in_info: when the next turn is a curate turn, put the attempt it curates in `info["attempt"]`
+            (the task, its first observation, every (action, observation), success and score): what a
+            memory method reads instead of parsing the curate prompt (`skillrise_gym.memory`).
         max_action_chars: longest solve command sent to the engine.
         carry: what crosses tasks: "skill" (the curated document), "none" (nothing, no curate turn) or
             "reflect" (a list of per-task reflections, LaMer-style).
@@ -140,6 +143,7 @@ class SequenceEnv(gym.Env):
         skill_char_limit: int = prompts.SKILL_CHAR_LIMIT,
         admissible_actions: bool | None = None,
         expert_in_info: bool = False,
+        attempt_in_info: bool = False,
         max_action_chars: int = MAX_ACTION_CHARS,
         render_mode: str | None = None,
         backend_options: dict[str, Any] | None = None,
@@ -188,6 +192,7 @@ class SequenceEnv(gym.Env):
             self._backend_cls.admissible_by_default if admissible_actions is None else bool(admissible_actions)
         )
         self.expert_in_info = expert_in_info
+        self.attempt_in_info = attempt_in_info
         self.max_action_chars = int(max_action_chars)
         self.render_mode = render_mode
         self._backend_options = dict(backend_options or {})
@@ -292,6 +297,8 @@ class SequenceEnv(gym.Env):
             return self._observation(), info
         if self.expert_in_info and self._role == ROLE_SOLVE:
             info["expert_action"] = self._expert_action()
+        if self.attempt_in_info and self._role == ROLE_CURATE:  # the first task failed to load
+            info["attempt"] = self.attempt()
         return self._observation(), info
 
     def step(self, action: str):
@@ -309,6 +316,8 @@ class SequenceEnv(gym.Env):
             info["summary"] = self.summary()
         if self.expert_in_info and self._role == ROLE_SOLVE and not self._done:
             info["expert_action"] = self._expert_action()
+        if self.attempt_in_info and self._role == ROLE_CURATE and not self._done:
+            info["attempt"] = self.attempt()
         return self._observation(), reward, self._done, False, info
 
     def render(self) -> str | None:
@@ -500,6 +509,15 @@ class SequenceEnv(gym.Env):
             "prompt": self._prompt(admissible),
             "answer_prefix": prompts.answer_prefix(ROLES[self._role], self.prompt_style, self.carry),
         }
+
+    def attempt(self) -> dict[str, Any]:
+        """The task just attempted, as a curate turn curates it: its position, family, goal, first
+        observation, every (action, observation) in order, success, score and engine error."""
+        record = self.records[-1]
+        return {"position": record.position, "family": record.task.family, "task_id": record.task.id,
+                "task": record.description, "initial_observation": record.initial_observation,
+                "trajectory": [[step.action, step.observation] for step in record.history],
+                "success": bool(record.success), "score": float(record.score), "engine_error": record.engine_error}
 
     # convenience for scripted agents that share the process with the env
     def expert_action(self) -> str | None:

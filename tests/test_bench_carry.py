@@ -280,7 +280,8 @@ def test_a_run_directory_from_before_carry_modes_still_resumes(tmp_path):
 
 def test_bad_carry_and_style_arguments_are_reported(tmp_path, capsys, monkeypatch):
     assert bench(tmp_path / "a", carry=["skill", "bogus"]) == 2
-    assert "--carry: unknown carry mode 'bogus'; known carry modes: skill, none, reflect" in capsys.readouterr().err
+    assert ("--memory: unknown mode 'bogus'; known: skill, none, reflect (what the env carries) and the memory methods "
+            "reflexion, expel, awm, dc, ace") in capsys.readouterr().err
     assert bench(tmp_path / "b", "--prompt-style", "tiny") == 2
     assert "--prompt-style: unknown prompt style 'tiny'; known styles: full, compact" in capsys.readouterr().err
     monkeypatch.setitem(prompts.PROFILES, "rulebook", dataclasses.replace(prompts.PROFILES["rulebook"], reflect=False))

@@ -15,13 +15,16 @@ from skillrise_gym.cli_fields import add_arguments, default_of, field_values, fl
 from skillrise_gym.pools import PoolConfig
 
 #: every flag of `skillrise-bench` (its --help before the flags came from BenchConfig, and --prefix-cache-mb,
-#: --end-on-success, --episode and --prefill since)
-FLAGS = ["-h", "--env", "--agent", "--K", "--mode", "--num-sequences", "--split", "--seed", "--max-task-steps",
-         "--family", "--backend-option", "--carry", "--prompt-style", "--end-on-success", "--out", "--episode",
+#: --end-on-success, --episode, --prefill, --panel, --memory (--carry's other name), --freeze-after,
+#: --documents-from, --price and the curator's since)
+FLAGS = ["-h", "--env", "--agent", "--K", "--mode", "--num-sequences", "--split", "--seed", "--panel",
+         "--max-task-steps", "--family", "--backend-option", "--memory", "--freeze-after", "--documents-from",
+         "--prompt-style", "--end-on-success", "--price", "--out", "--episode",
          "--env-workers", "--envs",
          "--env-timeout", "--ray-address", "--ray-num-cpus", "--ray-memory", "--overlap", "--no-progress", "--no-plots",
          "--model", "--base-model", "--temperature", "--top-p", "--max-new-tokens", "--base-url", "--api-key-env",
-         "--timeout", "--max-retries", "--retry-deadline", "--system-prompt", "--concurrency", "--prefill", "--batch-size",
+         "--timeout", "--max-retries", "--retry-deadline", "--system-prompt", "--concurrency", "--prefill", "--curator-model",
+         "--curator-agent", "--batch-size",
          "--max-prompt-tokens", "--device", "--dtype", "--threads", "--prefix-cache-mb"]
 
 

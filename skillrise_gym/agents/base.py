@@ -73,6 +73,8 @@ class Agent(ABC):
     name: ClassVar[str] = "agent"
     needs_expert_info: ClassVar[bool] = False
     needs_admissible: ClassVar[bool] = False
+    #: the env must put the attempt each curate turn curates in ``info["attempt"]`` (memory methods)
+    needs_attempt_info: ClassVar[bool] = False
     batch_size: int = 1
     can_prefill: bool = False  # a class attribute; an agent whose settings decide it overrides it (openai)
     prefill_flag: ClassVar[str] = ""

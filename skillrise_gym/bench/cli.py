@@ -31,6 +31,7 @@ from skillrise_gym.backends.base import ConfigurationError, DataNotFoundError, M
 from skillrise_gym.bench.runner import ENVS, BenchConfig, parse_backend_options, run_bench  # noqa: F401 (re-exported)
 from skillrise_gym.bench.store import OutputError, RunDirError
 from skillrise_gym.cli_fields import add_arguments, field_values, flag_fields, renamed
+from skillrise_gym import memory
 from skillrise_gym.models import DTYPES
 from skillrise_gym.panels import TEST_IS_FOR_REPORTING
 
@@ -39,7 +40,7 @@ EXIT_OK, EXIT_USAGE, EXIT_AGENT, EXIT_ENV, EXIT_OUTPUT, EXIT_INTERRUPTED = 0, 2,
 #: where BenchConfig's flags appear in --help, in order ("env" first, then --agent): their names, defaults,
 #: types and help are the fields' (`BenchConfig`, `cli_fields.option`)
 MEASURE_FLAGS = ("K", "mode", "num_sequences", "split", "seed", "panel", "max_task_steps", "family", "backend_options",
-                 "carry", "prompt_style", "end_on_success", "out")
+                 "carry", "freeze_after", "documents_from", "prompt_style", "end_on_success", "price", "out")
 EXECUTION_FLAGS = ("workers", "parallel", "worker_timeout", "ray_address", "ray_num_cpus", "ray_memory", "overlap",
                    "progress", "plots")
 
@@ -109,6 +110,11 @@ def build_parser() -> argparse.ArgumentParser:
                      help="openai: continue: send a compact prompt's answer prefix (its opening tag) as a final "
                      "assistant message for the server to continue (continue_final_message, as vLLM serves it); "
                      "default: the server starts a fresh reply, so compact prompts are refused")
+    llm.add_argument("--curator-model", default=None, metavar="MODEL",
+                     help="another model writes the documents (curate turns, and a memory method's calls) while "
+                     "--model solves: of the --curator-agent kind, with the same agent flags otherwise")
+    llm.add_argument("--curator-agent", default=None, choices=["openai", "hf"],
+                     help="the curator's kind (default: --agent's), e.g. an API curator for a local solver")
     llm.add_argument("--batch-size", type=int, default=8, help="hf: prompts generated together")
     llm.add_argument("--max-prompt-tokens", type=int, default=4096,
                      help="hf: longer prompts lose their middle (the head with the document and the tail with the "
@@ -196,6 +202,29 @@ def make_agent(args: argparse.Namespace, benchmark: str) -> Agent:
         system_prompt=args.system_prompt, base_model=args.base_model,
         chat_template_kwargs=getattr(args, "chat_template_kwargs", None),
     ))
+
+
+def make_curator(args: argparse.Namespace, config: BenchConfig) -> Agent | None:
+    """The agent that writes the documents when it is not the solver (--curator-model / --curator-agent);
+    refuses a memory method or a curator that no model would write for."""
+    kind = args.curator_agent or (args.agent if args.curator_model else None)
+    methods = [mode for mode in config.carry if memory.is_method(mode)]
+    if kind is None:
+        if methods and args.agent in ("expert", "random"):
+            raise ValueError(f"memory method {methods[0]} writes its documents with a model, and --agent "
+                             f"{args.agent} has none: use --agent openai or hf, or --curator-agent with "
+                             "--curator-model")
+        return None
+    if kind in ("expert", "random"):
+        raise ValueError("--curator-agent must be openai or hf")
+    if not args.curator_model and args.agent != kind:
+        raise ValueError(f"--curator-agent {kind} needs --curator-model (the model it serves or loads)")
+    curator_args = argparse.Namespace(**{**vars(args), "agent": kind, "model": args.curator_model or args.model,
+                                         "base_model": None if kind == "openai" else args.base_model,
+                                         "dtype": None if kind == "openai" else args.dtype,
+                                         "prefill": None if kind == "hf" else args.prefill,
+                                         "base_url": None if kind == "hf" else args.base_url})
+    return make_agent(curator_args, config.benchmark)
 
 
 def _interrupt(signum: int, frame: Any) -> None:
@@ -373,6 +402,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(message, file=sys.stderr, flush=True)
 
     agent: Agent | None = None
+    curator: Agent | None = None
     try:
         saved = saved_episode(args)  # a trained policy's episode: the defaults of the flags not given
         if saved is not None:
@@ -390,6 +420,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         agent = make_agent(args, config.benchmark)
         try:
             check_prefill(agent, config.style)
+            curator = make_curator(args, config)
+            if config.documents_from:
+                from skillrise_gym.memory.documents import check_source, documents_file
+
+                for mode in config.carry:
+                    if memory.env_carry(mode) == "skill":
+                        check_source(documents_file(config.documents_from, mode), config.identity(agent, mode))
         except ValueError:
             agent.close()
             raise
@@ -410,7 +447,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         _exit_promptly()
         return EXIT_INTERRUPTED
     try:
-        outcome = run_bench(config, agent, log=log)
+        outcome = run_bench(config, agent, log=log, curator=curator)
     except KeyboardInterrupt:  # outside the play loop (opening the run directory, or a second signal in the summary)
         log(f"skillrise-bench: interrupted; re-run the same command to resume ({args.out}).")
         _exit_promptly()
@@ -433,6 +470,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_ENV
     finally:
         agent.close()
+        if curator is not None:
+            curator.close()
     print(outcome.table)
     if outcome.status == "agent_error":
         advice = ("re-run the same command to resume" if outcome.resumable else

@@ -93,7 +93,8 @@ def _per_position(values: np.ndarray, seed: int) -> list[dict[str, Any]]:
     return [_rate(column, seed) for column in np.asarray(values, dtype=float).T]
 
 
-def summarize_block(results: Sequence[Mapping[str, Any]], K: int, mode: str, seed: int = 0) -> dict[str, Any]:
+def summarize_block(results: Sequence[Mapping[str, Any]], K: int, mode: str, seed: int = 0,
+                    prices: tuple[float, float] | None = None) -> dict[str, Any]:
     """Metrics of the finished sequences of one K (results as written by the runner)."""
     results = sorted(results, key=lambda r: r["index"])
     n = len(results)
@@ -127,6 +128,7 @@ def summarize_block(results: Sequence[Mapping[str, Any]], K: int, mode: str, see
         # what each sequence's own model calls took (wall time is shared by the sequences played in lockstep)
         sequence_agent_seconds=_stat(np.array([r["agent_s"] for r in results]), seed),
         families=sorted({r["family"] for r in results}),
+        cost=cost(results, prices),
     )
     if mode == "repeat":
         solved_by = np.maximum.accumulate(success, axis=1)  # solved in any attempt so far
@@ -134,9 +136,58 @@ def summarize_block(results: Sequence[Mapping[str, Any]], K: int, mode: str, see
     return block
 
 
-def summarize(results: Sequence[Mapping[str, Any]], Ks: Sequence[int], mode: str, seed: int = 0) -> dict[str, Any]:
+def model_calls(turn: Any) -> int:
+    """The model calls one turn made: a memory method's calls (recorded in its ``extra["agent"]["calls"]``),
+    else one when the turn counted tokens (a model answered), else none (a scripted agent)."""
+    calls = ((turn.extra or {}).get("agent") or {}).get("calls")
+    if isinstance(calls, list):
+        return len(calls)
+    return int(bool(turn.prompt_tokens or turn.completion_tokens))
+
+
+def cost_fields(turns: Sequence[Any]) -> dict[str, Any]:
+    """A sequence's result fields for cost (from its `Turn`s): model calls in all, and the curate turns'
+    share of calls, tokens and agent seconds (documents written between tasks)."""
+    curate = [t for t in turns if t.role == "curate"]
+    return {"model_calls": sum(model_calls(t) for t in turns),
+            "curate_model_calls": sum(model_calls(t) for t in curate),
+            "curate_prompt_tokens": sum(t.prompt_tokens for t in curate),
+            "curate_completion_tokens": sum(t.completion_tokens for t in curate),
+            "curate_agent_s": round(sum(float((t.extra or {}).get("latency_s") or 0.0) for t in curate), 4)}
+
+
+def cost(results: Sequence[Mapping[str, Any]], prices: tuple[float, float] | None = None) -> dict[str, Any]:
+    """What a block's sequences cost: prompt and completion tokens, model calls and agent seconds, in total,
+    per task and per solved task, with the curate turns' share; with `prices` (dollars per million prompt and
+    completion tokens), dollars too. Runs recorded before calls were counted report None where unknown."""
+    tasks = sum(len(r["success"]) for r in results)
+    solved = sum(sum(bool(x) for x in r["success"]) for r in results)
+
+    def total(key: str) -> float | None:
+        values = [r.get(key) for r in results]
+        return None if any(v is None for v in values) else float(sum(values))
+
+    whole = {"prompt_tokens": total("prompt_tokens"), "completion_tokens": total("completion_tokens"),
+             "model_calls": total("model_calls"), "agent_seconds": total("agent_s")}
+    curate = {"prompt_tokens": total("curate_prompt_tokens"), "completion_tokens": total("curate_completion_tokens"),
+              "model_calls": total("curate_model_calls"), "agent_seconds": total("curate_agent_s")}
+    if prices is not None:
+        for part in (whole, curate):
+            if part["prompt_tokens"] is not None and part["completion_tokens"] is not None:
+                part["dollars"] = (part["prompt_tokens"] * prices[0] + part["completion_tokens"] * prices[1]) / 1e6
+
+    def per(part: dict[str, Any], n: int) -> dict[str, Any]:
+        return {k: (None if v is None or not n else v / n) for k, v in part.items()}
+
+    return {"total": whole, "per_task": per(whole, tasks), "per_solved_task": per(whole, solved),
+            "curate": curate, "curate_per_task": per(curate, tasks), "tasks": tasks, "solved_tasks": solved,
+            **({"prices_per_million": {"prompt": prices[0], "completion": prices[1]}} if prices else {})}
+
+
+def summarize(results: Sequence[Mapping[str, Any]], Ks: Sequence[int], mode: str, seed: int = 0,
+              prices: tuple[float, float] | None = None) -> dict[str, Any]:
     """Metrics per K, plus the success-versus-K curve."""
-    blocks = [summarize_block([r for r in results if r["K"] == K], K, mode, seed) for K in Ks]
+    blocks = [summarize_block([r for r in results if r["K"] == K], K, mode, seed, prices) for K in Ks]
     return {
         "mode": mode,
         "confidence": CONFIDENCE,

@@ -68,6 +68,7 @@ def results_from_turns(turns: Iterable[Turn], committed: Mapping[tuple[int, int]
             "invalid_format_solve": sum(not t.format_valid for t in solve),
             "prompt_tokens": sum(t.prompt_tokens for t in seq),
             "completion_tokens": sum(t.completion_tokens for t in seq),
+            **metrics.cost_fields(seq),
             "agent_s": round(sum(float(t.extra.get("latency_s", 0.0)) for t in seq), 4),
             "wall_s": float(known.get("wall_s", 0.0)),
         })

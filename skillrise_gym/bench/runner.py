@@ -40,7 +40,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Sequence
 
-from skillrise_gym import prompts
+from skillrise_gym import memory, prompts
 from skillrise_gym.agents.base import Agent, AgentError, AgentOutput
 from skillrise_gym.backends import backend_class, check_options
 from skillrise_gym.bench import metrics
@@ -129,9 +129,10 @@ class BenchConfig:
     progress: bool = option(True, "no progress bar", flag="--no-progress")  # False: no progress bar on stderr
     plots: bool = option(True, "no PNG plots", flag="--no-plots")  # False: no PNG plots
     carry: list[str] = option(
-        ["skill"], "what crosses from task to task: skill (the curated document), none (nothing, no curate turn), "
-        "reflect (per-task reflections); several modes play the same sequences, each in OUT/carry-MODE/, compared "
-        "side by side in OUT", metavar="MODE")
+        ["skill"], "what crosses from task to task and who writes it: skill (the agent curates the document), none "
+        "(nothing, no curate turn), reflect (per-task reflections), or a published memory method over the agent: "
+        "reflexion, expel, awm, dc, ace (skillrise_gym.memory); several modes play the same sequences, each in "
+        "OUT/carry-MODE/, compared side by side in OUT", metavar="MODE", flag="--memory", also=("--carry",))
     prompt_style: str | None = option(
         None, "full (reason, then answer) or compact (answer only; small models); default: the backend's, or "
         "the style the --model folder (or --episode) was trained with", metavar="STYLE")
@@ -141,6 +142,15 @@ class BenchConfig:
     admissible_actions: bool | None = option(
         None, "observations list the engine's admissible actions (None: the backend's default, or on when the "
         "agent needs them)", cli=False)
+    freeze_after: int | None = option(
+        None, "keep the document fixed after the curate turn at this task position (0-based): later curate turns "
+        "return it unchanged, with no model call", metavar="POSITION")
+    documents_from: str | None = option(
+        None, "replay the documents another bench run wrote (its folder, carry-MODE/ folder or documents.jsonl), "
+        "position by position on the same sequences, instead of curating: a transplant", metavar="RUN")
+    price: list[float] | None = option(
+        None, "dollars per million prompt tokens and per million completion tokens (two numbers): the summary's "
+        "cost blocks then say dollars too", metavar="DOLLARS", flag="--price")
     #: where the episode's defaults came from (a trained model's episode.json) and how this run differs from
     #: it: {"from": path, "differs": {field: [trained, now]}} (the bench CLI fills it; part of the identity)
     episode_from: dict[str, Any] | None = option(None, "the saved episode this run follows", cli=False)
@@ -183,10 +193,27 @@ class BenchConfig:
             raise ValueError(f"--carry needs at least one mode ({', '.join(prompts.CARRY_MODES)})")
         self.carry = list(dict.fromkeys(carry))  # order kept: the first mode is the reference of comparisons
         for mode in self.carry:
+            if memory.is_method(mode):
+                continue
+            if mode not in prompts.CARRY_MODES:
+                raise ValueError(f"--memory: unknown mode {mode!r}; known: {', '.join(prompts.CARRY_MODES)} (what the env "
+                                 f"carries) and the memory methods {', '.join(memory.METHODS)}")
             try:
                 prompts.check_carry(mode, self.benchmark)
             except ValueError as exc:
-                raise ValueError(f"--carry: {exc}") from None
+                raise ValueError(f"--memory: {exc}") from None
+        if self.price is not None and (len(self.price) != 2 or any(
+                isinstance(x, bool) or not isinstance(x, (int, float)) or not math.isfinite(x) or x < 0
+                for x in self.price)):
+            raise ValueError(f"--price takes two numbers >= 0 (dollars per million prompt tokens, per million "
+                             f"completion tokens), got {self.price!r}")
+        if self.freeze_after is not None and (isinstance(self.freeze_after, bool) or not isinstance(self.freeze_after, int)
+                                              or self.freeze_after < 0):
+            raise ValueError(f"--freeze-after must be a task position >= 0, got {self.freeze_after!r}")
+        if (self.freeze_after is not None or self.documents_from) and not any(
+                memory.env_carry(mode) == "skill" for mode in self.carry):
+            raise ValueError("--freeze-after and --documents-from act on documents: play a mode that carries one "
+                             f"(skill or a memory method: {', '.join(memory.METHODS)})")
         if self.prompt_style is not None:
             try:
                 prompts.check_style(self.prompt_style)
@@ -206,6 +233,11 @@ class BenchConfig:
     def draw_seed(self) -> int:
         """The generator seed of the sequences: the named panel's reserved seed, else --seed."""
         return panel_seed(self.panel) if self.panel is not None else self.seed
+
+    @property
+    def prices(self) -> tuple[float, float] | None:
+        """(dollars per million prompt tokens, per million completion tokens), or None."""
+        return (float(self.price[0]), float(self.price[1])) if self.price else None
 
     @property
     def drawn_by(self) -> str:
@@ -244,7 +276,7 @@ class BenchConfig:
         if agent is not None and agent.needs_admissible:
             admissible = True
         return EpisodeSpec.resolve(
-            self.env, K, self.split, mode=self.mode, carry=carry, end_on_success=self.end_on_success,
+            self.env, K, self.split, mode=self.mode, carry=memory.env_carry(carry), end_on_success=self.end_on_success,
             max_task_steps=self.max_task_steps, prompt_style=self.style, family=self.family,
             admissible_actions=admissible, backend_options=self.backend_options,
             **(agent.framing() if agent is not None else {}))
@@ -319,13 +351,13 @@ class BenchRunner:
     """One carry mode (`carry`, default the config's first) played into one `RunStore` (default: config.out)."""
 
     def __init__(self, config: BenchConfig, agent: Agent, log: Callable[[str], None] | None = None,
-                 carry: str | None = None, store: RunStore | None = None) -> None:
+                 carry: str | None = None, store: RunStore | None = None, curator: Agent | None = None) -> None:
         self.config = config
-        self.agent = agent
-        self.log = log or (lambda message: None)
         self.carry = carry or config.carry[0]
+        self.agent = for_mode(agent, config, self.carry, curator)
+        self.log = log or (lambda message: None)
         self.single = store is None  # the single-mode layout: the store is OUT itself
-        self.store = store or RunStore(config.out, config.identity(agent, self.carry))
+        self.store = store or RunStore(config.out, config.identity(self.agent, self.carry))
         self._bar: Any = None
         self.session = {"sequences": 0, "started": time.monotonic()}
         self.resumable = True
@@ -405,6 +437,8 @@ class BenchRunner:
         kwargs = self.config.episode(K, self.carry, self.agent).env_kwargs()
         if self.agent.needs_expert_info:
             kwargs["expert_in_info"] = True
+        if getattr(self.agent, "needs_attempt_info", False):
+            kwargs["attempt_in_info"] = True
         return kwargs
 
     # ----------------------------------------------------------------- playing one K
@@ -530,6 +564,7 @@ class BenchRunner:
             "invalid_format_solve": sum(not t.format_valid for t in turns if t.role == "solve"),
             "prompt_tokens": sum(t.prompt_tokens for t in turns),
             "completion_tokens": sum(t.completion_tokens for t in turns),
+            **metrics.cost_fields(turns),
             "agent_s": round(flight.agent_s, 4),
             "wall_s": round(time.monotonic() - trial.started, 4),
             "attempt": trial.attempts,
@@ -584,7 +619,7 @@ class BenchRunner:
         """This mode's summary: metrics of the requested finished sequences, and what was run."""
         c = self.config
         results = self._requested()
-        summary = metrics.summarize(results, c.K, c.mode, seed=c.seed)
+        summary = metrics.summarize(results, c.K, c.mode, seed=c.seed, prices=c.prices)
         for block in summary["blocks"]:
             if block["sequences"]:
                 block["panel"] = c.panel_of([r for r in results if r["K"] == block["K"]])
@@ -595,6 +630,14 @@ class BenchRunner:
             session=_session(self.session["sequences"], time.monotonic() - self.session["started"], c.workers),
         )
         return summary
+
+    def export_documents(self) -> None:
+        """documents.jsonl beside the records: the documents of the finished sequences, a versioned artifact
+        (`skillrise_gym.memory.documents`), for a mode that carries a document."""
+        if memory.env_carry(self.carry) == "skill":
+            from skillrise_gym.memory.documents import write_documents
+
+            write_documents(self.store.dir, set(self.store.results), self.agent.name)
 
     def _finish(self, status: str, message: str) -> BenchOutcome:
         c = self.config
@@ -609,6 +652,7 @@ class BenchRunner:
         # several modes: the plots are drawn at the top of OUT, not per mode
         _write_outputs(self.store, summary, table, title, single and c.plots and bool(summary["finished"]),
                        ("plot_success_by_position", "plot_success_vs_K"))
+        self.export_documents()
         return BenchOutcome(summary=summary, table=table, status=status, message=message, resumable=self.resumable)
 
 
@@ -642,12 +686,15 @@ class CarrySetRunner:
     under OUT/carry-<mode>/ (all opened first, so a mismatching directory is refused before anything is
     played), then the side-by-side summary at the top of OUT."""
 
-    def __init__(self, config: BenchConfig, agent: Agent, log: Callable[[str], None] | None = None) -> None:
+    def __init__(self, config: BenchConfig, agent: Agent, log: Callable[[str], None] | None = None,
+                 curator: Agent | None = None) -> None:
         self.config = config
         self.agent = agent
         self.log = log or (lambda message: None)
-        self.dir = CarrySetDir(config.out, config.identity(agent), lambda mode: config.identity(agent, mode), self.log)
-        self.runners = {mode: BenchRunner(config, agent, self.log, carry=mode, store=self.dir.member(mode))
+        agents = {mode: for_mode(agent, config, mode, curator) for mode in config.carry}
+        self.dir = CarrySetDir(config.out, config.identity(agent), lambda mode: config.identity(agents[mode], mode),
+                               self.log)
+        self.runners = {mode: BenchRunner(config, agents[mode], self.log, carry=mode, store=self.dir.member(mode))
                         for mode in config.carry}
         self.started = time.monotonic()
         self.resumable = True
@@ -689,6 +736,7 @@ class CarrySetRunner:
             by_carry[mode] = member
             table = metrics.markdown_table(member, f"{c.env} / {self.agent.name} / {c.mode} / carry {mode}")
             _write_outputs(runner.store, member, table, "", False, ("", ""))
+            runner.export_documents()
         results = {mode: runner._requested() for mode, runner in self.runners.items()}
         sequences = sum(r.session["sequences"] for r in self.runners.values())
         summary: dict[str, Any] = {
@@ -710,8 +758,32 @@ class CarrySetRunner:
         return BenchOutcome(summary=summary, table=table, status=status, message=message, resumable=self.resumable)
 
 
-def run_bench(config: BenchConfig, agent: Agent, log: Callable[[str], None] | None = None) -> BenchOutcome:
-    """Run (or resume) a bench: the single-mode layout for the default carry, else one sub-run per carry mode."""
+def run_bench(config: BenchConfig, agent: Agent, log: Callable[[str], None] | None = None,
+              curator: Agent | None = None) -> BenchOutcome:
+    """Run (or resume) a bench: the single-mode layout for the default carry, else one sub-run per carry mode.
+    `curator`: another agent that writes the documents (`MemoryAgent`); default: `agent` itself."""
     if config.single_mode:
-        return BenchRunner(config, agent, log).run()
-    return CarrySetRunner(config, agent, log).run()
+        return BenchRunner(config, agent, log, curator=curator).run()
+    return CarrySetRunner(config, agent, log, curator=curator).run()
+
+
+def for_mode(agent: Agent, config: BenchConfig, mode: str, curator: Agent | None = None) -> Agent:
+    """The agent one memory mode is played by: `agent` itself, or a `MemoryAgent` over it when a memory method,
+    another curator, a frozen document or replayed documents decide the documents (modes that carry one).
+    An agent already wrapped (a carry set's member) is returned as it is."""
+    if isinstance(agent, memory.MemoryAgent):
+        return agent
+    method = memory.method(mode) if memory.is_method(mode) else None
+    if memory.env_carry(mode) != "skill":
+        if curator is not None and mode == "reflect":
+            raise ValueError("--curator-model writes documents; carry reflect writes reflections with the solver")
+        return agent
+    documents = None
+    if config.documents_from:
+        from skillrise_gym.memory.documents import Documents, documents_file
+
+        documents = Documents(documents_file(config.documents_from, mode))
+    if method is None and documents is None and curator is None and config.freeze_after is None:
+        return agent
+    return memory.MemoryAgent(agent, method, config.benchmark, curator=curator, freeze_after=config.freeze_after,
+                              documents=documents)

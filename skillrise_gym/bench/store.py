@@ -47,7 +47,7 @@ MANIFEST, TURNS, RESULTS, LOCK = "manifest.json", "turns.jsonl", "results.jsonl"
 CARRY_MANIFEST = "carry.json"
 #: files a run directory may hold; anything else in a directory without a manifest makes it "foreign"
 OUTPUTS = {MANIFEST, TURNS, RESULTS, LOCK, "summary.json", "summary.md", "rescored.json", "success_by_position.png",
-           "success_vs_K.png"}
+           "success_vs_K.png", "documents.jsonl", "documents.jsonl.tmp"}
 #: identity keys added after run directories already existed, and the value they had before (a manifest
 #: without the key was written by a run that used that value, so it still resumes)
 LEGACY_IDENTITY = {"carry": "skill", "prompt_style": "full", "end_on_success": False, "episode_from": None,
