@@ -58,8 +58,9 @@ class HFAgent(Agent):
 
             self.threads = set_torch_threads(config.threads)
         self.adapter: dict[str, Any] | None = None  # an adapter's base: what describe() records
+        self.path: str | None = None  # the model folder loaded (None: a model handed in)
         if model is None or tokenizer is None:
-            path = resolve_model_path(config.model, base_model=config.base_model)
+            path = self.path = resolve_model_path(config.model, base_model=config.base_model)
             if is_adapter_folder(path):
                 summary = describe(path, base_model=config.base_model)
                 self.adapter = {key: summary[key] for key in ("adapter", "base_model", "base_path")}
@@ -144,6 +145,14 @@ class HFAgent(Agent):
                 **({"dtype": c.dtype} if c.dtype is not None else {}),
                 **({"chat_template_kwargs": dict(c.chat_template_kwargs)} if c.chat_template_kwargs else {}),
                 **(self.adapter or {})}
+
+    def model_folders(self) -> dict[str, str]:
+        """The folders whose weights this agent plays (the fingerprint's weights digests): the model, and an
+        adapter's base."""
+        folders = {"model": self.path} if self.path else {}
+        if self.adapter and self.adapter.get("base_path"):
+            folders["base"] = str(self.adapter["base_path"])
+        return folders
 
     def framing(self) -> dict[str, Any]:
         c = self.config

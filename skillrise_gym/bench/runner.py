@@ -48,6 +48,7 @@ from skillrise_gym.benchmarks import bench_envs
 from skillrise_gym.bench.store import CarrySetDir, OutputError, RunStore, carry_dir_name, is_carry_set, trial_id
 from skillrise_gym.cli_fields import option
 from skillrise_gym.episode import EpisodeSpec
+from skillrise_gym.fingerprint import fingerprint
 from skillrise_gym.panels import PANELS, panel_record, panel_seed
 from skillrise_gym.player import Player, Trial
 from skillrise_gym.pools import PoolConfig, WorkerError, env_fn, make_pool
@@ -627,6 +628,7 @@ class BenchRunner:
             env=c.env, benchmark=c.benchmark, split=c.split, agent=self.agent.describe(), seed=c.seed,
             num_sequences=c.num_sequences, K=c.K, max_task_steps=c.max_task_steps, carry=self.carry,
             prompt_style=c.style, status=status, finished=len(results), requested=len(c.K) * c.num_sequences,
+            fingerprint=fingerprint(c.benchmark, c.data_identity(), self.agent),
             session=_session(self.session["sequences"], time.monotonic() - self.session["started"], c.workers),
         )
         return summary
@@ -741,6 +743,7 @@ class CarrySetRunner:
         sequences = sum(r.session["sequences"] for r in self.runners.values())
         summary: dict[str, Any] = {
             "layout": "carry", "carry": c.carry, "mode": c.mode, "env": c.env, "benchmark": c.benchmark,
+            "fingerprint": fingerprint(c.benchmark, c.data_identity(), self.agent),
             "split": c.split, "agent": self.agent.describe(), "seed": c.seed, "num_sequences": c.num_sequences,
             "K": c.K, "max_task_steps": c.max_task_steps, "prompt_style": c.style, "status": status,
             "finished": sum(m["finished"] for m in by_carry.values()),

@@ -148,6 +148,12 @@ class MemoryAgent(Agent):
     def framing(self) -> dict[str, Any]:
         return self.solver.framing()
 
+    def model_folders(self) -> dict[str, str]:
+        folders = dict(getattr(self.solver, "model_folders", dict)())
+        if self.curator is not self.solver:
+            folders.update({f"curator_{k}": v for k, v in getattr(self.curator, "model_folders", dict)().items()})
+        return folders
+
     def in_flight(self) -> int:
         return self.solver.in_flight() + (self.curator.in_flight() if self.curator is not self.solver else 0)
 
