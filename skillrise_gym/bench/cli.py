@@ -62,7 +62,9 @@ class _DefaultsOnceFormatter(argparse.HelpFormatter):
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="skillrise-bench", description=__doc__.split("\n\n")[0],
                                 formatter_class=_DefaultsOnceFormatter,
-                                epilog="skillrise-bench rescore RUN: rebuild a run's results and summary from its "
+                                epilog="skillrise-bench compare RUN RUN ...: several runs in one table (Markdown, "
+                                "CSV, LaTeX), paired on the sequences they share, with cost. "
+                                "skillrise-bench rescore RUN: rebuild a run's results and summary from its "
                                 "turns.jsonl alone, and say where they differ from results.jsonl")
     run = p.add_argument_group("what to measure")
     add_arguments(run, BenchConfig, ["env"])
@@ -393,6 +395,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv[:1] == ["rescore"]:
         return rescore_main(argv[1:])
+    if argv[:1] == ["compare"]:
+        from skillrise_gym.bench.compare import main as compare_main
+
+        return compare_main(argv[1:])
     args = build_parser().parse_args(argv)
     if threading.current_thread() is threading.main_thread():
         # SIGTERM (a scheduler stopping the job) stops like Ctrl-C: finished sequences kept, summary written
