@@ -280,3 +280,24 @@ def test_each_method_runs_with_the_hf_agent_on_the_rulebook_probe(tmp_path):
         assert len(documents(tmp_path / "all" / f"carry-{name}")) == 4
     ace = [json.loads(line) for line in (tmp_path / "all" / "carry-ace" / "turns.jsonl").read_text().splitlines()]
     assert all(t["extra"]["agent"]["calls"][0]["purpose"] == "reflect" for t in ace if t["role"] == "curate")
+
+
+def test_a_curator_that_fails_mid_run_stops_it_cleanly_and_a_rerun_resumes(tmp_path):
+    """The curator's model failing (an AgentError after its retries) ends the run as an agent error with the
+    finished sequences kept; the same run with the curator back finishes the rest."""
+    from skillrise_gym.agents.base import AgentError
+    from skillrise_gym.agents.expert import ExpertAgent
+
+    class Failing(ScriptedModel):
+        def act(self, observations, infos=None):
+            if len(self.batches) >= 2:
+                raise AgentError("the curator's endpoint is down")
+            return super().act(observations, infos)
+
+    config = bench(tmp_path / "run", ["dc"], parallel=1)
+    first = run_bench(config, ExpertAgent(), curator=Failing())
+    assert first.status == "agent_error" and "endpoint is down" in first.message and first.resumable
+    done = len((tmp_path / "run" / "carry-dc" / "results.jsonl").read_text().splitlines())
+    assert done == 1  # the sequence whose curate calls succeeded
+    second = run_bench(config, ExpertAgent(), curator=ScriptedModel())
+    assert second.status == "complete" and second.summary["by_carry"]["dc"]["finished"] == 4
