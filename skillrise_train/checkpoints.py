@@ -48,7 +48,8 @@ RESUME_MAY_CHANGE = frozenset({
     "steps", "eval_interval", "eval_sequences", "save_interval", "save_merged", "output_dir", "resume", "overwrite",
     "record_turns", "threads", "envs", "env_workers", "env_timeout", "ray_address", "ray_num_cpus", "ray_memory",
     "overlap", "overlap_wait", "use_vllm", "vllm_gpu_memory_utilization", "bf16", "generation_dtype",
-    "prefix_cache_mb", "share_prefixes", "gradient_checkpointing", "generation_batch", "micro_batch_tokens"})
+    "prefix_cache_mb", "share_prefixes", "gradient_checkpointing", "generation_batch", "micro_batch_tokens",
+    "report_to", "progress"})
 #: trl_options keys a --resume may change (logging, saving, the hub, data loading, vLLM's server): by prefix or name
 RESUME_MAY_CHANGE_TRL = ("hub_", "logging_", "dataloader_", "vllm_", "report_to", "run_name", "save_total_limit",
                          "disable_tqdm", "log_level", "push_to_hub")

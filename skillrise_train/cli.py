@@ -88,6 +88,8 @@ class MetricsLogger:
         self.step_seconds = 0.0
         self.evaluate = None  # set by main() once the trainer exists
         self.header_printed = False
+        self.trackers: Any = None  # skillrise_train.tracking.Trackers, set by _train on the main process
+        self.live = False  # a progress line may be on the terminal: rows clear it first
 
     def log(self, step: int, logs: dict[str, Any]) -> None:
         if "loss" not in logs or "train_runtime" in logs:  # TRL's end-of-training summary
@@ -117,6 +119,8 @@ class MetricsLogger:
         }
         with open(self.out / "metrics.jsonl", "a", encoding="utf-8") as handle:
             handle.write(json.dumps(record) + "\n")
+        if self.trackers is not None:
+            self.trackers.log_training(step, record)
         positions = (
             "/".join(f"{logs[f'success/pos{p}']:.2f}" for p in range(self.config.K))
             if "success/mean" in logs else "(same)"  # later updates of one rollout
@@ -126,10 +130,15 @@ class MetricsLogger:
             f"{logs.get('advantage/curate_abs', 0.0):.3f}", f"{logs.get('loss', float('nan')):.4f}",
             f"{record['generation_tokens_per_s']:.1f}", f"{record['tokens_per_s']:.0f}", f"{self.step_seconds:.1f}",
         )
+        self.print_header()
+        print(("\r\033[K" if self.live else "") + " | ".join(f"{c:>11s}" for c in row), flush=True)
+
+    def print_header(self) -> None:
+        """The console table's header, once: at the start of the run, so the columns are known before the
+        first step ends."""
         if not self.header_printed:
             print(" | ".join(f"{c:>11s}" for c in CONSOLE_COLUMNS), flush=True)
             self.header_printed = True
-        print(" | ".join(f"{c:>11s}" for c in row), flush=True)
 
 
 # ---------------------------------------------------------------------------------------- main
@@ -285,6 +294,14 @@ def run(config: TrainConfig) -> dict[str, Any]:
     # would build them (its GRPOConfig, optimizer and scheduler)
     check_trl_options(config.trl_options, set(trainer_fixed_trl_args(config, not torch.cuda.is_available())))
     check_grpo_config(config, ranks.world_size)
+    from skillrise_train.tracking import check_trackers
+
+    check_trackers(config.report_to)  # a tracker's missing package, before the model loads
+    if config.report_to != ["none"] and "report_to" in (config.trl_options or {}):
+        from skillrise_gym.backends.base import ConfigurationError
+
+        raise ConfigurationError("trackers given twice: --report-to and trl_options' report_to; use --report-to "
+                                 "(it logs the run's own settings and its evaluations)")
     if config.ray_address:  # an unreachable cluster is refused now, before the model loads
         from skillrise_gym.pools.ray import connect
 
@@ -333,8 +350,16 @@ def _train(config: TrainConfig, ranks: Any, out: Path, resume_from: str | None, 
     say = (lambda line: print(line, flush=True)) if ranks.main else (lambda line: None)
     trainer = SkillRiseTrainer.from_config(config, callbacks=[logger.callback])
     rollout = trainer.rollout
-    rollout.progress = say  # long rollouts say where they are
+    live = ranks.main and config.progress and sys.stdout.isatty()
+    logger.live = live
+    if config.progress:  # long rollouts say where they are: one rewritten line on a terminal, else every 30 s
+        rollout.progress = ((lambda line: print("\r\033[K" + line.strip(), end="", flush=True)) if live else say)
+        rollout.live_progress = live
     train_split = trainer.episode.split
+    from skillrise_train.tracking import Trackers
+
+    trackers = Trackers(config.report_to if ranks.main else [], out, resolved_config(config, trainer.episode, eval_split))
+    logger.trackers = trackers
     if ranks.main:  # config.json records what the run resolved (prompt style, step limit, splits), never "auto"
         write_resolved_config(config, trainer.episode, eval_split, out)
     trainer.remove_callback(PrinterCallback)
@@ -350,7 +375,8 @@ def _train(config: TrainConfig, ranks: Any, out: Path, resume_from: str | None, 
         if ranks.main:
             with trainer.generation_weights():
                 record = run_evaluation(config, trainer.episode, generate, step, eval_split, out)
-            say(f"eval step {step} ({eval_split}, {config.eval_sequences} sequences): "
+            trackers.log_evaluation(step * config.updates_per_rollout, record)
+            say(("\r\033[K" if live else "") + f"eval step {step} ({eval_split}, {config.eval_sequences} sequences): "
                 "success by position " + "/".join(f"{s:.2f}" for s in record["success_by_position"])
                 + ("; Pass@k " + "/".join(f"{s:.2f}" for s in record["pass_at_k"]) if "pass_at_k" in record else ""))
             evaluations.append(record)
@@ -377,6 +403,8 @@ def _train(config: TrainConfig, ranks: Any, out: Path, resume_from: str | None, 
         say(f"skillrise-train: the chat template adds its own system message before every prompt "
             f"({trainer.template_system_prompt!r}); training, its evaluation and the bench of its checkpoints keep "
             "it (--system-prompt '' drops it)")
+    if ranks.main:
+        logger.print_header()
     try:
         trainer.train(resume_from_checkpoint=resume_from)
         rollouts = trainer.state.global_step // config.updates_per_rollout
@@ -389,6 +417,7 @@ def _train(config: TrainConfig, ranks: Any, out: Path, resume_from: str | None, 
             evaluate(rollouts)
     finally:
         rollout.close()
+        trackers.close()
     summary = {
         "steps": trainer.state.global_step,
         "wall_seconds": round(time.perf_counter() - started, 1),

@@ -189,6 +189,8 @@ class TrainConfig:
     gradient_checkpointing: bool = option(False, 'Recompute activations in the backward pass: bounds update memory by the longest row (docs/train.md).')
     generation_batch: int = option(64, 'Most prompts generated in one call (bounds generation memory).')
     record_turns: bool = option(True, 'Write every turn (prompt, response, credit) to output_dir/turns.jsonl.')
+    progress: bool = option(True, "No progress line within a rollout (on a terminal it is rewritten after every generation round; in a log, one line every 30 s).", flag="--no-progress")
+    report_to: list[str] = option(["none"], "Experiment trackers that get the run's settings as hyperparameters and its training and held-out evaluation metrics on one step axis: tensorboard (event files in output_dir/tensorboard/), wandb (offline unless WANDB_MODE says otherwise), trackio (its local store), or none (skillrise_train/tracking.py).", choices=["none", "tensorboard", "wandb", "trackio"])
     backend_options: JSONObject = option(JSONObject(), 'Backend constructor options, a dict (on the command line as JSON, e.g. \'{"num_products": 200}\').')
     trl_options: TRLOptions = option(TRLOptions(), 'Any other GRPOConfig field, a dict (JSON on the command line, e.g. \'{"lr_scheduler_type": "cosine", "warmup_steps": 10}\'); fields this config or the trainer sets are refused.')
 
@@ -237,6 +239,13 @@ class TrainConfig:
             raise ValueError(f"step_gamma must be in [0, 1], got {self.step_gamma}")
         if not (math.isfinite(self.step_advantage_weight) and self.step_advantage_weight >= 0):
             raise ValueError(f"step_advantage_weight must be a finite number >= 0, got {self.step_advantage_weight}")
+        trackers = [self.report_to] if isinstance(self.report_to, str) else list(self.report_to or ["none"])
+        unknown = [t for t in trackers if t not in ("none", "tensorboard", "wandb", "trackio")]
+        if unknown:
+            raise ValueError(f"report_to: unknown tracker {unknown[0]!r}; choose from none, tensorboard, wandb, trackio")
+        if "none" in trackers and len(trackers) > 1:
+            raise ValueError("report_to: none with other trackers; give the trackers, or none alone")
+        self.report_to = list(dict.fromkeys(trackers))
         for name, value in (("invalid_penalty", self.invalid_penalty), ("overlong_penalty", self.overlong_penalty),
                             ("repetition_penalty", self.repetition_penalty)):
             if not (math.isfinite(value) and value >= 0):

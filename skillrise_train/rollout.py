@@ -49,6 +49,7 @@ lives in `samples.py`; splits and the pool's size in `rollout_setup.py`.
 from __future__ import annotations
 
 import logging
+import time
 import zlib
 from typing import Any, Callable, Sequence
 
@@ -107,6 +108,9 @@ class RolloutEngine:
         self.pool = make_pool([fn] * pool_size(config.envs, self.trials_per_step, config.env), config.pool)
         #: called with a one-line report every PROGRESS_SECONDS of a rollout (the CLI prints it), or None
         self.progress: Callable[[str], None] | None = None
+        #: the progress line is rewritten after every round (a terminal) instead of every 30 s (a log)
+        self.live_progress = False
+        self.last_rollout_s: float | None = None  # the previous rollout's seconds: the next one's ETA
 
     @classmethod
     def from_train_config(cls, config: Any, episode: EpisodeSpec | None = None, ranks: Ranks | None = None
@@ -154,7 +158,8 @@ class RolloutEngine:
                         key=plan) for n, plan in enumerate(plans)]
         player = Player(self.pool, max_attempts=self.config.max_attempts, batch=self.config.generation_batch,
                         overlap=self.config.overlap, overlap_wait=self.config.overlap_wait, log=logger.warning)
-        progress = Progress(self.progress, step, len(plans))
+        progress = Progress(self.progress, step, len(plans), live=self.live_progress, expected_s=self.last_rollout_s)
+        began = time.perf_counter()
 
         def act(chunk: list[Trial]) -> list[Completion]:
             # the same seed for a turn however it is batched, and again when a lost trial is replayed
@@ -185,6 +190,7 @@ class RolloutEngine:
                             ended, on_lost=lost, on_round=lambda: progress.tick(player, result))
         result.generation_seconds += stats.act_seconds
         result.env_seconds += stats.env_seconds
+        self.last_rollout_s = time.perf_counter() - began
         return lockstep_order(result)
 
     def _record(self, trial: Trial, seen: dict[str, Any], completion: Completion, outcome: tuple[Any, ...],

@@ -84,9 +84,11 @@ def test_one_full_step_on_toy_writes_metrics_turns_and_checkpoint(tmp_path, caps
     assert code == 0
     console = capsys.readouterr().out
     assert "success/pos" in console and "adv curate" in console and "eval step 1" in console
-    # a long rollout says where it is before its step's row (here after every round but the last)
+    # the table's header first, then a long rollout says where it is before its step's row (here after every
+    # round but the last: in a log, as under pytest, the line is printed; on a terminal it is rewritten)
     progress = [line for line in console.splitlines() if line.startswith("  rollout of step 1: ")]
-    assert progress and "trials done" in progress[0] and console.index(progress[0]) < console.index("success/pos")
+    assert progress and "trials done" in progress[0] and "tok/s" in progress[0]
+    assert console.index("success/pos") < console.index(progress[0]) < console.index("   1 |")
     (metrics,) = _lines(out / "metrics.jsonl")
     for key in ("success/pos0", "success/pos1", "advantage/solve_mean", "advantage/curate_mean", "loss", "tokens_per_s"):
         assert key in metrics
