@@ -45,18 +45,116 @@ def build_parser() -> Any:
             raise ValueError(message)
 
     parser = Parser(prog="skillrise-train", description=DESCRIPTION, formatter_class=Formatter)
+    parser.add_argument("--config", default=None, metavar="FILE",
+                        help="settings from a YAML or JSON file (keys: the flags' names with underscores, e.g. "
+                        "max_new_tokens; a run's config.json is one); flags given beside it win, and each that "
+                        "changes a file's value is said")
     add_arguments(parser, TrainConfig, [f.name for f in fields(TrainConfig)], underscores=True)
     return parser
 
 
 def parse_config(argv: Sequence[str] | None = None) -> TrainConfig:
-    """A TrainConfig from command-line flags (ValueError, with the field's message, for a bad value)."""
+    """A TrainConfig from command-line flags and an optional --config file (ValueError, with the field's
+    message, for a bad value)."""
+    import argparse
+
     from skillrise_gym.cli_fields import field_values
 
-    args, unknown = build_parser().parse_known_args(list(sys.argv[1:] if argv is None else argv))
+    argv = list(sys.argv[1:] if argv is None else argv)
+    args, unknown = build_parser().parse_known_args(argv)
     if unknown:
         raise ValueError(f"unknown argument(s) {' '.join(unknown)} (see skillrise-train --help)")
-    return TrainConfig(**field_values(args, TrainConfig))
+    values = field_values(args, TrainConfig)
+    if args.config:
+        parser = build_parser()
+        for action in parser._actions:
+            action.default, action.required = argparse.SUPPRESS, False
+        given = set(vars(parser.parse_known_args(argv)[0])) - {"config"}
+        for name, value in read_config_file(args.config).items():
+            if name not in given:
+                values[name] = value
+            elif values[name] != value:
+                print(f"skillrise-train: --{name.replace('_', '-')} {values[name]!r} (given) overrides {name} "
+                      f"{value!r} from {args.config}", file=sys.stderr, flush=True)
+    return TrainConfig(**values)
+
+
+#: keys a run's config.json holds besides TrainConfig's fields: read, not settings (the episode is made again
+#: from the settings, and is the same)
+CONFIG_RECORD_KEYS = frozenset({"episode"})
+
+
+def read_config_file(path: str) -> dict[str, Any]:
+    """The settings of a YAML or JSON config file, each checked against its TrainConfig field's type: an
+    unknown key (with the nearest field's name), a value of the wrong type or an unreadable file is a
+    ValueError naming the file."""
+    import difflib
+    import typing
+    from dataclasses import fields
+
+    file = Path(path).expanduser()
+    try:
+        text = file.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ValueError(f"--config {path}: cannot read it ({exc.strerror or exc})") from None
+    try:
+        if file.suffix.lower() in (".yaml", ".yml"):
+            import yaml
+
+            data = yaml.safe_load(text)
+        else:
+            data = json.loads(text)
+    except Exception as exc:  # noqa: BLE001 (a YAML or JSON syntax error, whichever parser)
+        raise ValueError(f"--config {path}: not valid {'YAML' if file.suffix.lower() in ('.yaml', '.yml') else 'JSON'}"
+                         f" ({' '.join(str(exc).split())})") from None
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise ValueError(f"--config {path}: expected a mapping of settings, got {type(data).__name__}")
+    known = {f.name: f for f in fields(TrainConfig) if f.init}
+    hints = typing.get_type_hints(TrainConfig)
+    settings: dict[str, Any] = {}
+    for key, value in data.items():
+        name = str(key).replace("-", "_")
+        if name in CONFIG_RECORD_KEYS:
+            continue
+        if name not in known:
+            near = difflib.get_close_matches(name, list(known), n=1)
+            raise ValueError(f"--config {path}: unknown setting {key!r}" + (f"; did you mean {near[0]!r}?" if near else
+                                                                           " (see skillrise-train --help)"))
+        problem = _wrong_type(value, hints[name])
+        if problem:
+            raise ValueError(f"--config {path}: {name} must be {problem}, got {value!r}")
+        parse = known[name].metadata.get("parse")
+        settings[name] = parse(value) if parse is not None and isinstance(value, str) else value
+    return settings
+
+
+def _wrong_type(value: Any, hint: Any) -> str | None:
+    """What `value` should have been for a field of type `hint` (None when it fits)."""
+    import types
+    import typing
+
+    origin = typing.get_origin(hint)
+    if origin in (typing.Union, types.UnionType):
+        options = typing.get_args(hint)
+        if value is None and type(None) in options:
+            return None
+        problems = [_wrong_type(value, option) for option in options if option is not type(None)]
+        return None if any(p is None for p in problems) else problems[0]
+    if origin is list:
+        return None if isinstance(value, list) else "a list"
+    if hint is bool:
+        return None if isinstance(value, bool) else "true or false"
+    if hint is int:
+        return None if isinstance(value, int) and not isinstance(value, bool) else "an integer"
+    if hint is float:
+        return None if isinstance(value, (int, float)) and not isinstance(value, bool) else "a number"
+    if hint is str:
+        return None if isinstance(value, str) else "a string"
+    if origin is dict or hint is dict or (isinstance(hint, type) and issubclass(hint, dict)):
+        return None if isinstance(value, (dict, str)) else "a mapping"
+    return None
 
 
 # ---------------------------------------------------------------------------------------- logging
