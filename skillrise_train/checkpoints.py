@@ -39,7 +39,8 @@ _CHECKPOINT = re.compile(r"^checkpoint-(\d+)$")
 RECORDS = ("metrics.jsonl", "turns.jsonl", "eval.jsonl")
 #: everything else the trainer writes in its output folder; --overwrite deletes these, the records and the
 #: checkpoint-N folders, and nothing else (runs/ is TensorBoard's default logging folder under report_to)
-OUTPUTS = ("config.json", "final", "final-merged", "final-merged.tmp", "eval", "warmstart.json", "README.md", "runs")
+OUTPUTS = ("config.json", "final", "final-merged", "final-merged.tmp", "eval", "warmstart.json", "README.md", "runs",
+           "tensorboard", "learning_curves.png")
 #: written first into every output folder the trainer uses: a folder without it (nor an older version's
 #: config.json) must be empty, so the run's outputs (RECORDS, OUTPUTS, checkpoint-N) are never a user's files
 RUN_MARKER = "skillrise-run.json"

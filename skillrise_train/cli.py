@@ -525,7 +525,16 @@ def _train(config: TrainConfig, ranks: Any, out: Path, resume_from: str | None, 
     }
     if not ranks.main:
         return summary
-    print(f"done: {summary['steps']} steps in {summary['wall_seconds']} s; outputs in {out}/", flush=True)
+    from skillrise_train.report import plot_run, write_model_cards
+
+    write_model_cards(out)  # in place of TRL's and PEFT's templates
+    try:
+        summary["plot"] = str(plot_run(out))
+    except ImportError:  # matplotlib is the bench extra's
+        print("skillrise-train: note: no learning_curves.png (drawing needs matplotlib: pip install "
+              "'skillrise-gym[bench]'; then skillrise-train plot RUN)", file=sys.stderr, flush=True)
+    print(f"done: {summary['steps']} steps in {summary['wall_seconds']} s; outputs in {out}/"
+          + (f" (learning curves: {summary['plot']})" if "plot" in summary else ""), flush=True)
     report = run_report(out / "turns.jsonl")
     if report:
         summary["report"] = report
@@ -645,6 +654,11 @@ def run_report(turns_path: Path) -> dict[str, Any] | None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["plot"]:
+        from skillrise_train.report import main as plot_main
+
+        return plot_main(argv[1:])
     try:
         config = parse_config(argv)
     except ValueError as exc:
