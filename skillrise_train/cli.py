@@ -664,6 +664,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ValueError as exc:
         print(f"skillrise-train: error: {exc}", file=sys.stderr)
         return 2
+    from skillrise_gym.backends.base import MissingDependencyError
+    from skillrise_gym.extras import EXTRAS, require
+
+    try:
+        require("train", EXTRAS["train"], "skillrise-train")
+    except MissingDependencyError as exc:
+        print(f"skillrise-train: error: {exc}", file=sys.stderr)
+        return 2
     from skillrise_gym.backends import SkillRiseError
     from skillrise_gym.models import ChatTemplateError, ModelNotFoundError
 

@@ -178,7 +178,10 @@ def make_agent(args: argparse.Namespace, benchmark: str) -> Agent:
         from skillrise_gym.agents.random_agent import RandomAgent
 
         return RandomAgent(seed=args.seed, benchmark=benchmark)
+    from skillrise_gym.extras import require
+
     if args.agent == "openai":
+        require("bench", ["openai"], "--agent openai")
         from skillrise_gym.agents.openai_agent import OpenAIAgent, OpenAIConfig
 
         if not args.base_url or not args.model:
@@ -194,6 +197,7 @@ def make_agent(args: argparse.Namespace, benchmark: str) -> Agent:
         ))
     if args.base_url or args.prefill:
         raise ValueError(f"--{'base-url' if args.base_url else 'prefill'} belongs to --agent openai")
+    require("train", ["torch", "transformers"], "--agent hf")
     from skillrise_gym.agents.hf_agent import HFAgent, HFConfig
 
     return HFAgent(HFConfig(
@@ -419,6 +423,12 @@ def main(argv: Sequence[str] | None = None) -> int:
                 log(note)
         config = BenchConfig(**field_values(args, BenchConfig),  # --backend-option KEY=VALUE parsed here
                              admissible_actions=saved.spec.admissible_actions if saved is not None else None)
+        from skillrise_gym.extras import require
+
+        if config.progress:
+            require("bench", ["tqdm"], "the progress bar", "or run with --no-progress")
+        if config.plots:
+            require("bench", ["matplotlib"], "the plots", "or run with --no-plots")
         if config.pool.ray_address:  # an unreachable cluster is refused now, before the run directory is made
             from skillrise_gym.pools.ray import connect
 
