@@ -166,8 +166,7 @@ class SequenceEnv(gym.Env):
         _check_int("K", K, 1, MAX_K)
         if mode not in MODES:
             raise ValueError(f"unknown mode {mode!r}; known modes: {', '.join(MODES)}")
-        split = self._backend_cls.splits[0] if split is None else split
-        self._backend_cls.check_split(split)
+        split = self._backend_cls.canonical_split(self._backend_cls.splits[0] if split is None else split)
         if max_task_steps is not None:
             _check_int("max_task_steps", max_task_steps, 1, MAX_TASK_STEPS)
         _check_int("skill_char_limit", skill_char_limit, 0, TEXT_LIMIT)

@@ -152,7 +152,7 @@ SOLVE_TEMPLATE = """{agent_role}
 {carried}
 
 ## Task
-Your task is to: {task}
+{task}
 
 ## Current Observation
 {observation}
@@ -374,12 +374,19 @@ def solve_prompt(
     return SOLVE_TEMPLATE.format(
         agent_role=prof.agent_role,
         carried=carried,
-        task=task.strip(),
+        task=task_line(task),
         observation=clip_middle(observation.strip()),
         history=history_text,
         actions=actions,
         example=example,
     ).strip()
+
+
+def task_line(task: str) -> str:
+    """The full solve prompt's task line: "Your task is to: <task>", unless the engine's own text already
+    says it (ScienceWorld's descriptions begin "Your task is to ...")."""
+    task = task.strip()
+    return task if task.lower().startswith("your task is to") else f"Your task is to: {task}"
 
 
 def _compact_solve(prof: Profile, skill_document: str, task: str, observation: str, history: Sequence[Step],

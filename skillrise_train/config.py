@@ -166,7 +166,7 @@ class TrainConfig:
     eval_sequences: int = option(0, 'Held-out sequences per evaluation (0 disables evaluation).')
     train_split: str | None = option(None, "Split to train on (unset: the backend's training split).")
     eval_split: str | None = option(None, "Held-out split for evaluation (unset: the backend's evaluation split).")
-    save_interval: int = option(1, 'Save a checkpoint every this many steps.')
+    save_interval: int = option(1, 'Save a checkpoint every this many steps (1: a kill loses at most the step in flight, and --resume continues exactly; with a large full-weight model, save less often, or keep the last few with --trl-options \'{"save_total_limit": 2}\').')
     output_dir: str = option("runs/skillrise", 'Where checkpoints, metrics.jsonl and turns.jsonl go.')
     resume: bool = option(False, 'Continue from the latest checkpoint in output_dir (step count, optimizer and RNG state).')
     overwrite: bool = option(False, "Start over in an output_dir that holds a run: delete its records, checkpoints and final model first (without it, such a folder needs --resume).")
@@ -274,9 +274,9 @@ class TrainConfig:
 
         backend = backend_class(self.env)  # an unknown name: ValueError listing the known ones
         check_options(self.env, self.backend_options)
-        for split in (self.train_split, self.eval_split):  # a misspelt split now, not after a training step
-            if split is not None:
-                backend.check_split(split)
+        # a misspelt split now, not after a training step; an alias (ALFWorld's valid_seen) by its name here
+        self.train_split = backend.canonical_split(self.train_split) if self.train_split is not None else None
+        self.eval_split = backend.canonical_split(self.eval_split) if self.eval_split is not None else None
 
     def _check_ranges(self) -> None:
         """The numbers the other checks leave: each a one-line ValueError naming the field, before anything

@@ -283,8 +283,10 @@ def test_tasks_ids_families_and_difficulty(root):
         assert task.difficulty == len(walkthrough) > 0
     by_object = ALFWorldBackend(data_dir=root, family="task_type_object").list_tasks("eval_in_distribution")
     assert by_object[0].family == f"{by_object[0].payload['task_type']}/{by_object[0].payload['object']}"
-    with pytest.raises(ValueError):
-        backend.list_tasks("valid_seen")  # ALFWorld's split names, not the folder names
+    # ALFWorld's own names of its evaluation splits are aliases of ours
+    assert [t.id for t in backend.list_tasks("valid_seen")] == [t.id for t in backend.list_tasks("eval_in_distribution")]
+    with pytest.raises(ValueError, match="also valid_seen, valid_unseen: valid_seen is eval_in_distribution"):
+        backend.list_tasks("valid_sen")
     with pytest.raises(ValueError):
         ALFWorldBackend(data_dir=root, family="colour")
     with pytest.raises(ValueError):

@@ -164,7 +164,10 @@ def test_plots_have_integer_ticks_and_ci_bands(tmp_path, monkeypatch, mode):
     for fig in figures:
         for ax in fig.axes:
             _assert_integer_xticks(ax)
-    assert list(by_position.axes[0].get_xticks()) == [1, 2, 3, 4]
+    # task positions from 0, as in the JSON; attempts (repeat mode, Pass@k) from 1
+    assert list(by_position.axes[0].get_xticks()) == ([1, 2, 3, 4] if mode == "repeat" else [0, 1, 2, 3])
+    assert by_position.axes[0].get_xlabel() == ("attempt k" if mode == "repeat" else
+                                                "task position (0-based, as in summary.json)")
     assert len(_bands(by_position.axes[0])) == 2  # K=2 and K=4 (K=1, one point: an error bar)
     assert list(vs_K.axes[0].get_xticks()) == [1, 2, 4] and len(_bands(vs_K.axes[0])) == 1
     # carry modes side by side: one panel per K sharing y, one line (and band) per mode in each

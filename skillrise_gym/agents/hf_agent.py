@@ -25,7 +25,7 @@ class HFConfig:
     """Settings of the `hf` agent (the CLI flags map to these fields)."""
 
     model: str = "smollm2"  # "smollm2", "tiny", a Hugging Face model path, or a PEFT adapter folder
-    max_new_tokens: int = 256  # completion budget per call
+    max_new_tokens: int = 512  # completion budget per call (skillrise-bench --max-new-tokens: the same default)
     temperature: float = 0.0  # 0 means greedy decoding
     top_p: float = 1.0
     batch_size: int = 8  # prompts generated together

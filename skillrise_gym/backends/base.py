@@ -113,10 +113,25 @@ class Backend(ABC):
         to resume a run whose data changed underneath it (a new $ALFWORLD_DATA, another catalog)."""
         return {}
 
+    #: other names of splits (an upstream's), each the name of one of `splits`
+    split_aliases: ClassVar[dict[str, str]] = {}
+
+    @classmethod
+    def canonical_split(cls, split: str) -> str:
+        """`split` by its name here (an alias, such as ALFWorld's upstream valid_seen, becomes the split it
+        names); an unknown split is a ValueError listing the known ones."""
+        split = cls.split_aliases.get(split, split)
+        cls.check_split(split)
+        return split
+
     @classmethod
     def check_split(cls, split: str) -> None:
+        if split in cls.split_aliases:
+            return
         if split not in cls.splits:
-            raise ValueError(f"unknown split {split!r} for {cls.benchmark}; known splits: {', '.join(cls.splits)}")
+            also = (f" (also {', '.join(cls.split_aliases)}: " + ", ".join(
+                f"{a} is {t}" for a, t in cls.split_aliases.items()) + ")") if cls.split_aliases else ""
+            raise ValueError(f"unknown split {split!r} for {cls.benchmark}; known splits: {', '.join(cls.splits)}{also}")
 
     @abstractmethod
     def list_tasks(self, split: str) -> list[Task]:

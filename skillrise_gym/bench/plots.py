@@ -49,21 +49,31 @@ def _integer_xticks(ax: Any, ticks: list[int]) -> None:
         ax.xaxis.set_major_locator(MaxNLocator(integer=True))
 
 
+def _first(summary: Mapping[str, Any]) -> int:
+    """The x of the first point: attempts k count from 1 (Pass@1 ...); task positions from 0, as in the JSON."""
+    return 1 if summary["mode"] == "repeat" else 0
+
+
+def _x_label(summary: Mapping[str, Any]) -> str:
+    return "attempt k" if summary["mode"] == "repeat" else "task position (0-based, as in summary.json)"
+
+
 def plot_success_by_position(summary: Mapping[str, Any], path: str | Path, title: str = "") -> Path:
     fig, ax = plt.subplots(figsize=(6, 4), dpi=100)
+    first = _first(summary)
     longest = 0
     for block in summary["blocks"]:
         if not block["sequences"]:
             continue
         key = "pass_at_k" if summary["mode"] == "repeat" else None
         items = list(block[key].values()) if key else block["success_by_position"]
-        xs = list(range(1, len(items) + 1))
+        xs = [x + first for x in range(len(items))]
         _line_with_band(ax, xs, items, label=f"K={block['K']} (n={block['sequences']})")
         longest = max(longest, len(items))
-    _integer_xticks(ax, list(range(1, longest + 1)))
+    _integer_xticks(ax, [x + first for x in range(longest)])
     if longest:
-        ax.set_xlim(0.5, longest + 0.5)
-    ax.set_xlabel("attempt k" if summary["mode"] == "repeat" else "task position")
+        ax.set_xlim(first - 0.5, first + longest - 0.5)
+    ax.set_xlabel(_x_label(summary))
     ax.set_ylabel("Pass@k" if summary["mode"] == "repeat" else "success rate")
     ax.set_ylim(-0.02, 1.02)
     ax.grid(alpha=0.3)
@@ -106,6 +116,7 @@ def plot_carry_success_by_position(summary: Mapping[str, Any], path: str | Path,
           if any(b["K"] == K and b["sequences"] for m in by_carry.values() for b in m["blocks"])] or summary["K"][:1]
     fig, axes = plt.subplots(1, len(Ks), figsize=(1.5 + 3.2 * len(Ks), 4), dpi=100, sharey=True, squeeze=False)
     modes = list(by_carry)
+    first = _first(summary)
     for ax, K in zip(axes[0], Ks):
         for n, mode in enumerate(modes):
             block = next((b for b in by_carry[mode]["blocks"] if b["K"] == K), None)
@@ -114,12 +125,12 @@ def plot_carry_success_by_position(summary: Mapping[str, Any], path: str | Path,
             items = _position_items(summary, block)
             offset = (n - (len(modes) - 1) / 2) * 0.08  # modes side by side, not on top of each other
             colour, marker = _carry_style(mode, n)
-            _line_with_band(ax, [x + 1 + offset for x in range(len(items))], items,
+            _line_with_band(ax, [x + first + offset for x in range(len(items))], items,
                             label=f"{mode} (n={block['sequences']})", colour=colour, marker=marker)
         ax.set_title(f"K={K}")
-        _integer_xticks(ax, list(range(1, K + 1)))
-        ax.set_xlim(0.5, K + 0.5)
-        ax.set_xlabel("attempt k" if summary["mode"] == "repeat" else "task position")
+        _integer_xticks(ax, [x + first for x in range(K)])
+        ax.set_xlim(first - 0.5, first + K - 0.5)
+        ax.set_xlabel(_x_label(summary))
         ax.set_ylim(-0.02, 1.02)
         ax.grid(alpha=0.3)
         if ax.get_legend_handles_labels()[0]:

@@ -185,8 +185,7 @@ class BenchConfig:
         self.pool.check()  # the Ray settings: ValueError naming the flag
         cls = backend_class(self.env)
         check_options(cls, self.backend_options)
-        self.split = self.split or cls.splits[0]
-        cls.check_split(self.split)
+        self.split = cls.canonical_split(self.split or cls.splits[0])
         self.max_task_steps = self.max_task_steps or cls.default_max_task_steps
         self.benchmark = cls.benchmark
         carry = [self.carry] if isinstance(self.carry, str) else list(self.carry or [])

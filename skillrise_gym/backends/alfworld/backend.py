@@ -59,6 +59,9 @@ class ALFWorldBackend(Backend):
 
     benchmark: ClassVar[str] = "alfworld"
     splits: ClassVar[tuple[str, ...]] = tuple(SPLIT_FOLDERS)
+    #: ALFWorld's own names of its evaluation splits (its json_2.1.1/ folders)
+    split_aliases: ClassVar[dict[str, str]] = {"valid_seen": "eval_in_distribution",
+                                               "valid_unseen": "eval_out_of_distribution"}
     #: SkillRise's reference gives 10 turns per task for RL, ALFWorld's own configs 50 steps; walkthroughs
     #: are 3-12 steps, the hand-coded expert needs ~26 on average: 30 leaves an agent room to explore.
     default_max_task_steps: ClassVar[int] = 30
@@ -100,7 +103,7 @@ class ALFWorldBackend(Backend):
 
     # ----------------------------------------------------------------- tasks
     def list_tasks(self, split: str) -> list[Task]:
-        self.check_split(split)
+        split = self.canonical_split(split)  # ALFWorld's own valid_seen / valid_unseen name ours
         if split not in self._tasks:
             folder = split_folder(self.data_root, split)
             index = load_index(folder, use_cache=self.cache)
