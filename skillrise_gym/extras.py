@@ -10,6 +10,9 @@ from skillrise_gym.backends.base import MissingDependencyError
 
 #: extra -> the modules it brings that commands check for (pyproject.toml's [project.optional-dependencies])
 EXTRAS = {"bench": ("tqdm", "matplotlib", "openai"), "train": ("torch", "transformers", "trl", "peft", "accelerate")}
+#: the engine extras' modules (what an env of that benchmark imports to play)
+ENGINE_MODULES = {"alfworld": ("alfworld", "textworld"), "scienceworld": ("scienceworld",),
+                  "webshop": ("bm25s", "rapidfuzz")}
 
 
 def missing(modules: tuple[str, ...] | list[str]) -> list[str]:
