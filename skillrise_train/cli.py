@@ -186,7 +186,7 @@ class MetricsLogger:
         self.step_seconds = 0.0
         self.evaluate = None  # set by main() once the trainer exists
         self.header_printed = False
-        self.trackers: Any = None  # skillrise_train.tracking.Trackers, set by _train on the main process
+        self.trackers: Any = None  # skillrise_gym.tracking.Trackers, set by _train on the main process
         self.live = False  # a progress line may be on the terminal: rows clear it first
 
     def log(self, step: int, logs: dict[str, Any]) -> None:
@@ -392,7 +392,7 @@ def run(config: TrainConfig) -> dict[str, Any]:
     # would build them (its GRPOConfig, optimizer and scheduler)
     check_trl_options(config.trl_options, set(trainer_fixed_trl_args(config, not torch.cuda.is_available())))
     check_grpo_config(config, ranks.world_size)
-    from skillrise_train.tracking import check_trackers
+    from skillrise_gym.tracking import check_trackers
 
     check_trackers(config.report_to)  # a tracker's missing package, before the model loads
     if config.report_to != ["none"] and "report_to" in (config.trl_options or {}):
@@ -454,7 +454,7 @@ def _train(config: TrainConfig, ranks: Any, out: Path, resume_from: str | None, 
         rollout.progress = ((lambda line: print("\r\033[K" + line.strip(), end="", flush=True)) if live else say)
         rollout.live_progress = live
     train_split = trainer.episode.split
-    from skillrise_train.tracking import Trackers
+    from skillrise_gym.tracking import Trackers
 
     trackers = Trackers(config.report_to if ranks.main else [], out, resolved_config(config, trainer.episode, eval_split))
     logger.trackers = trackers

@@ -190,7 +190,7 @@ class TrainConfig:
     generation_batch: int = option(64, 'Most prompts generated in one call (bounds generation memory).')
     record_turns: bool = option(True, 'Write every turn (prompt, response, credit) to output_dir/turns.jsonl.')
     progress: bool = option(True, "No progress line within a rollout (on a terminal it is rewritten after every generation round; in a log, one line every 30 s).", flag="--no-progress")
-    report_to: list[str] = option(["none"], "Experiment trackers that get the run's settings as hyperparameters and its training and held-out evaluation metrics on one step axis: tensorboard (event files in output_dir/tensorboard/), wandb (offline unless WANDB_MODE says otherwise), trackio (its local store), or none (skillrise_train/tracking.py).", choices=["none", "tensorboard", "wandb", "trackio"])
+    report_to: list[str] = option(["none"], "Experiment trackers that get the run's settings as hyperparameters and its training and held-out evaluation metrics on one step axis: tensorboard (event files in output_dir/tensorboard/), wandb (offline unless WANDB_MODE says otherwise), trackio (its local store), or none (skillrise_gym/tracking.py).", choices=["none", "tensorboard", "wandb", "trackio"])
     backend_options: JSONObject = option(JSONObject(), 'Backend constructor options, a dict (on the command line as JSON, e.g. \'{"num_products": 200}\').')
     trl_options: TRLOptions = option(TRLOptions(), 'Any other GRPOConfig field, a dict (JSON on the command line, e.g. \'{"lr_scheduler_type": "cosine", "warmup_steps": 10}\'); fields this config or the trainer sets are refused.')
 

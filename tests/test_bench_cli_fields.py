@@ -22,6 +22,7 @@ FLAGS = ["-h", "--env", "--agent", "--K", "--mode", "--num-sequences", "--split"
          "--prompt-style", "--end-on-success", "--price", "--out", "--episode",
          "--env-workers", "--envs",
          "--env-timeout", "--ray-address", "--ray-num-cpus", "--ray-memory", "--overlap", "--no-progress", "--no-plots",
+         "--report-to",
          "--model", "--base-model", "--temperature", "--top-p", "--max-new-tokens", "--base-url", "--api-key-env",
          "--timeout", "--max-retries", "--retry-deadline", "--system-prompt", "--concurrency", "--prefill", "--curator-model",
          "--curator-agent", "--batch-size",

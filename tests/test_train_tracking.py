@@ -42,7 +42,7 @@ def test_tensorboard_gets_the_runs_settings_and_its_evaluations(tmp_path, capsys
 
 
 def test_a_missing_tracker_or_trackers_given_twice_are_refused_before_the_model_loads(tmp_path, capsys, monkeypatch):
-    from skillrise_train import tracking
+    from skillrise_gym import tracking
 
     real = importlib.util.find_spec
     monkeypatch.setattr(tracking.importlib.util, "find_spec", lambda name: None if name == "wandb" else real(name))
@@ -60,3 +60,21 @@ def test_a_missing_tracker_or_trackers_given_twice_are_refused_before_the_model_
     assert main(TINY + ["--report-to", "mlflow", "--output-dir", str(tmp_path / "d")]) == 2
     assert "invalid choice: 'mlflow'" in capsys.readouterr().err
     assert not loaded and not any((tmp_path / d).exists() for d in "abcd")
+
+
+def test_the_bench_reports_its_summary_to_tensorboard(tmp_path):
+    pytest.importorskip("tensorboard")
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    from skillrise_gym.bench.cli import main as bench
+
+    out = tmp_path / "bench"
+    assert bench(["--env", "rulebook", "--agent", "expert", "--K", "2", "--num-sequences", "3", "--memory", "skill",
+                  "none", "--out", str(out), "--no-progress", "--no-plots", "--report-to", "tensorboard"]) == 0
+    events = EventAccumulator(str(out / "tensorboard"))
+    events.Reload()
+    assert {"skill/K2/success", "none/K2/success/pos1", "skill/K2/cost_per_task/model_calls"} <= set(events.Tags()["scalars"])
+    assert events.Scalars("skill/K2/success")[0].value == 1.0
+    # a rerun resumes the folder: the tracker's files are the run's own, not foreign
+    assert bench(["--env", "rulebook", "--agent", "expert", "--K", "2", "--num-sequences", "3", "--memory", "skill",
+                  "none", "--out", str(out), "--no-progress", "--no-plots"]) == 0

@@ -24,14 +24,15 @@ import os
 import signal
 import sys
 import threading
+from pathlib import Path
 from typing import Any, Sequence
 
+from skillrise_gym import memory
 from skillrise_gym.agents.base import Agent, check_prefill
 from skillrise_gym.backends.base import ConfigurationError, DataNotFoundError, MissingDependencyError, SkillRiseError
 from skillrise_gym.bench.runner import ENVS, BenchConfig, parse_backend_options, run_bench  # noqa: F401 (re-exported)
 from skillrise_gym.bench.store import OutputError, RunDirError
 from skillrise_gym.cli_fields import add_arguments, field_values, flag_fields, renamed
-from skillrise_gym import memory
 from skillrise_gym.models import DTYPES
 from skillrise_gym.panels import TEST_IS_FOR_REPORTING
 
@@ -42,7 +43,7 @@ EXIT_OK, EXIT_USAGE, EXIT_AGENT, EXIT_ENV, EXIT_OUTPUT, EXIT_INTERRUPTED = 0, 2,
 MEASURE_FLAGS = ("K", "mode", "num_sequences", "split", "seed", "panel", "max_task_steps", "family", "backend_options",
                  "carry", "freeze_after", "documents_from", "prompt_style", "end_on_success", "price", "out")
 EXECUTION_FLAGS = ("workers", "parallel", "worker_timeout", "ray_address", "ray_num_cpus", "ray_memory", "overlap",
-                   "progress", "plots")
+                   "progress", "plots", "report_to")
 
 
 class _DefaultsOnceFormatter(argparse.HelpFormatter):
@@ -429,6 +430,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             require("bench", ["tqdm"], "the progress bar", "or run with --no-progress")
         if config.plots:
             require("bench", ["matplotlib"], "the plots", "or run with --no-plots")
+        from skillrise_gym.tracking import check_trackers
+
+        if "none" in config.report_to and len(config.report_to) > 1:
+            raise ValueError("--report-to: none with other trackers; give the trackers, or none alone")
+        check_trackers(config.report_to)
         if config.pool.ray_address:  # an unreachable cluster is refused now, before the run directory is made
             from skillrise_gym.pools.ray import connect
 
@@ -488,6 +494,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         agent.close()
         if curator is not None:
             curator.close()
+    if config.report_to != ["none"] and outcome.summary.get("finished"):
+        from skillrise_gym.tracking import Trackers
+
+        trackers = Trackers(config.report_to, Path(config.out), config.identity(agent))
+        try:
+            trackers.log_bench_summary(outcome.summary)
+        finally:
+            trackers.close()
     print(outcome.table)
     if outcome.status == "agent_error":
         advice = ("re-run the same command to resume" if outcome.resumable else

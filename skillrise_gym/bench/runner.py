@@ -127,6 +127,11 @@ class BenchConfig:
     max_attempts: int = option(2, "plays of a sequence whose worker died before the run gives up", cli=False)
     overlap: bool = option(False, "step envs while the agent answers for other sequences, instead of in rounds "
                            "(with --env-workers or --ray-address; an API agent's calls then hide the envs' time)")
+    report_to: list[str] = option(
+        ["none"], "experiment trackers that get the run's summary (success by mode, K and position; cost per task) "
+        "with its settings as hyperparameters: tensorboard (OUT/tensorboard/), wandb (offline unless WANDB_MODE "
+        "says otherwise), trackio, or none (skillrise_gym/tracking.py)",
+        choices=["none", "tensorboard", "wandb", "trackio"], metavar="TRACKER")
     progress: bool = option(True, "no progress bar", flag="--no-progress")  # False: no progress bar on stderr
     plots: bool = option(True, "no PNG plots", flag="--no-plots")  # False: no PNG plots
     carry: list[str] = option(

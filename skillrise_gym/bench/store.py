@@ -47,7 +47,7 @@ MANIFEST, TURNS, RESULTS, LOCK = "manifest.json", "turns.jsonl", "results.jsonl"
 CARRY_MANIFEST = "carry.json"
 #: files a run directory may hold; anything else in a directory without a manifest makes it "foreign"
 OUTPUTS = {MANIFEST, TURNS, RESULTS, LOCK, "summary.json", "summary.md", "rescored.json", "success_by_position.png",
-           "success_vs_K.png", "documents.jsonl", "documents.jsonl.tmp"}
+           "success_vs_K.png", "documents.jsonl", "documents.jsonl.tmp", "tensorboard"}
 #: identity keys added after run directories already existed, and the value they had before (a manifest
 #: without the key was written by a run that used that value, so it still resumes)
 LEGACY_IDENTITY = {"carry": "skill", "prompt_style": "full", "end_on_success": False, "episode_from": None,
@@ -243,7 +243,9 @@ class CarrySetDir(_LockedDir):
         self._lock_handle = None
 
     def open(self) -> "CarrySetDir":
-        allowed = OUTPUTS | {CARRY_MANIFEST} | {carry_dir_name(mode) for mode in CARRY_MODES}
+        from skillrise_gym.memory import METHODS
+
+        allowed = OUTPUTS | {CARRY_MANIFEST} | {carry_dir_name(mode) for mode in (*CARRY_MODES, *METHODS)}
         _prepare_dir(self.dir, MANIFEST, allowed, also_manifest=CARRY_MANIFEST)
         self._lock_handle = _writable_lock(self.dir)
         try:

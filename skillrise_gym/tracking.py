@@ -1,5 +1,6 @@
-"""Experiment trackers (`skillrise-train --report-to tensorboard wandb trackio`): the run's own settings as
-hyperparameters, and every step's training metrics and held-out evaluations on one step axis.
+"""Experiment trackers (`skillrise-train --report-to tensorboard wandb trackio`, and `skillrise-bench
+--report-to` for its summary): the run's own settings as hyperparameters, and every step's training metrics
+and held-out evaluations on one step axis (the bench: its summary's figures, at step 0).
 
 What each tracker gets, the same for all:
 - hyperparameters: the run's resolved settings (config.json: env, algo, K, G, S, lr, the episode...),
@@ -109,6 +110,23 @@ class Trackers:
         metrics.update({f"eval/success/pos{i}": s for i, s in enumerate(record.get("success_by_position") or [])})
         metrics.update({f"eval/pass_at_k/{k + 1}": s for k, s in enumerate(record.get("pass_at_k") or [])})
         self.log(step, metrics)
+
+    def log_bench_summary(self, summary: Mapping[str, Any]) -> None:
+        """A bench summary's figures at step 0: per memory mode and K, success, success by position and the
+        cost per task (``<mode>/K<k>/...``)."""
+        metrics: dict[str, float] = {}
+        modes = summary.get("by_carry") or {str(summary.get("carry", "skill")): summary}
+        for mode, member in modes.items():
+            for block in member.get("blocks", []):
+                if not block.get("sequences"):
+                    continue
+                prefix = f"{mode}/K{block['K']}"
+                metrics[f"{prefix}/success"] = block["success"]["mean"]
+                metrics.update({f"{prefix}/success/pos{i}": p["mean"]
+                                for i, p in enumerate(block.get("success_by_position") or [])})
+                per_task = (block.get("cost") or {}).get("per_task") or {}
+                metrics.update({f"{prefix}/cost_per_task/{k}": v for k, v in per_task.items() if v is not None})
+        self.log(0, metrics)
 
     def close(self) -> None:
         for name, backend in self.backends.items():
