@@ -25,6 +25,9 @@ BENCHMARKS = tuple(row.name for row in TABLE if row.datatool)
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="skillrise-data", description=__doc__.split("\n\n")[0])
+    from skillrise_gym import __version__
+
+    parser.add_argument("--version", action="version", version=f"skillrise-data {__version__}")
     sub = parser.add_subparsers(dest="benchmark", required=True)
     tools = {}
     for name in BENCHMARKS:

@@ -45,6 +45,9 @@ def build_parser() -> Any:
             raise ValueError(message)
 
     parser = Parser(prog="skillrise-train", description=DESCRIPTION, formatter_class=Formatter)
+    from skillrise_gym import __version__
+
+    parser.add_argument("--version", action="version", version=f"skillrise-train {__version__}")
     parser.add_argument("--config", default=None, metavar="FILE",
                         help="settings from a YAML or JSON file (keys: the flags' names with underscores, e.g. "
                         "max_new_tokens; a run's config.json is one); flags given beside it win, and each that "

@@ -17,7 +17,7 @@ from skillrise_gym.pools import PoolConfig
 #: every flag of `skillrise-bench` (its --help before the flags came from BenchConfig, and --prefix-cache-mb,
 #: --end-on-success, --episode, --prefill, --panel, --memory (--carry's other name), --freeze-after,
 #: --documents-from, --price and the curator's since)
-FLAGS = ["-h", "--env", "--agent", "--K", "--mode", "--num-sequences", "--split", "--seed", "--panel",
+FLAGS = ["-h", "--version", "--env", "--agent", "--K", "--mode", "--num-sequences", "--split", "--seed", "--panel",
          "--max-task-steps", "--family", "--backend-option", "--memory", "--freeze-after", "--documents-from",
          "--prompt-style", "--end-on-success", "--price", "--out", "--episode",
          "--env-workers", "--envs",

@@ -47,3 +47,18 @@ def test_a_core_only_install_answers_help_and_names_the_extra(tmp_path):
             (["skillrise-train", "--env", "rulebook", "--output-dir", "d"], "skillrise-train needs torch")):
         done = cli(*argv)
         assert done.returncode == 2 and message in done.stderr and "Traceback" not in done.stderr, done.stderr[-1000:]
+
+
+def test_every_cli_answers_version_and_both_packages_have_one(capsys):
+    import skillrise_gym
+    import skillrise_train
+    from skillrise_gym.bench.cli import main as bench
+    from skillrise_gym.data_cli import main as data
+    from skillrise_train.cli import main as train
+
+    assert skillrise_train.__version__ == skillrise_gym.__version__
+    for name, main in (("skillrise-bench", bench), ("skillrise-train", train), ("skillrise-data", data)):
+        with pytest.raises(SystemExit) as exited:
+            main(["--version"])
+        assert exited.value.code == 0 and capsys.readouterr().out.strip() == f"{name} {skillrise_gym.__version__}"
+    assert (ROOT / "skillrise_gym" / "py.typed").is_file() and (ROOT / "skillrise_train" / "py.typed").is_file()

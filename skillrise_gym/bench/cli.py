@@ -67,6 +67,9 @@ def build_parser() -> argparse.ArgumentParser:
                                 "CSV, LaTeX), paired on the sequences they share, with cost. "
                                 "skillrise-bench rescore RUN: rebuild a run's results and summary from its "
                                 "turns.jsonl alone, and say where they differ from results.jsonl")
+    from skillrise_gym import __version__
+
+    p.add_argument("--version", action="version", version=f"skillrise-bench {__version__}")
     run = p.add_argument_group("what to measure")
     add_arguments(run, BenchConfig, ["env"])
     run.add_argument("--agent", required=True, choices=["expert", "random", "openai", "hf"],
