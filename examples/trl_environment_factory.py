@@ -48,7 +48,13 @@ def main(argv: list[str] | None = None) -> int:
     config = GRPOConfig(output_dir=out, max_steps=1, per_device_train_batch_size=2, num_generations=2,
                         max_completion_length=32, max_tool_calling_iterations=4, learning_rate=1e-5, use_cpu=True,
                         report_to="none", save_strategy="no", logging_steps=1, bf16=False, seed=0)
-    trainer = GRPOTrainer(model=model, args=config, processing_class=tokenizer, environment_factory=factory)
+    from datasets import Dataset
+
+    # one row per sequence: its seed column goes to reset(), so the G generations of a prompt play one sequence
+    rows = 4
+    dataset = Dataset.from_dict({"prompt": [[{"role": "user", "content": ""}]] * rows, "seed": list(range(rows))})
+    trainer = GRPOTrainer(model=model, args=config, processing_class=tokenizer, train_dataset=dataset,
+                          environment_factory=factory)
     trainer.train()
     logged = [row for row in trainer.state.log_history if "loss" in row]
     print(f"one step of stock GRPO on {args.env_id}: loss {logged[-1]['loss']:.4f}, reward "

@@ -5,8 +5,9 @@ rollout from a zero-argument factory, calls its `reset()` (whose string is appen
 its public methods as tools the model calls during generation, and scores the whole rollout with its
 `get_reward()`. `ToolEnvironment` is that shape around any SkillRise env id:
 
-    reset()                 starts a sequence of K tasks; returns the first SOLVE prompt (the task, the skill
-                            document, the observation) and how to answer with the tools
+    reset(seed=None, **row) starts a sequence of K tasks (the one the row's `seed` draws: give the dataset a
+                            seed column so the G generations of a prompt play one sequence, as GRPO's groups
+                            need); returns the first SOLVE prompt and how to answer with the tools
     act(command)            one engine command in the current task (a SOLVE step); returns what follows:
                             the next SOLVE prompt, or, when the task ended, the CURATE prompt
     write_skills(document)  the CURATE step: the document the next task will see; returns the next task's
@@ -52,8 +53,11 @@ class ToolEnvironment:
         self._done = True
         self.rewards: list[float] = []
 
-    def reset(self, **kwargs: Any) -> str:
-        obs, info = self.env.reset(seed=next(self._seeds))
+    def reset(self, seed: int | None = None, **row: Any) -> str:
+        """Start a sequence (TRL passes the dataset row's fields): with a `seed` column, the sequence that seed
+        draws, so that the G generations of one prompt play the same sequence, as GRPO's group-relative
+        advantage needs; without one, the next of this environment's own seeds."""
+        obs, info = self.env.reset(seed=int(seed) if seed is not None else next(self._seeds))
         self.rewards = []
         self._obs, self._done = obs, bool(info.get("sequence_done"))
         return self._show()
@@ -119,8 +123,9 @@ class ToolEnvironment:
 
 def environment_factory(env_id: str = "SkillRise-Rulebook-v0", seed: int = 0, **make_kwargs: Any
                         ) -> Callable[[], ToolEnvironment]:
-    """A zero-argument factory of `ToolEnvironment`s for TRL's `environment_factory`: each made environment
-    draws its own seeds (seed, seed + 1000, ...), so rollouts play different sequences. An unknown env id, or
+    """A zero-argument factory of `ToolEnvironment`s for TRL's `environment_factory`. A dataset row's `seed`
+    picks the sequence (`ToolEnvironment.reset`); without one, each made environment draws its own seeds
+    (seed, seed + 1000, ...), and the generations of one prompt then play different sequences. An unknown env id, or
     one whose engine's extra is not installed, is refused now (ValueError / MissingDependencyError naming the
     extra), not inside TRL's first batch."""
     from skillrise_gym import benchmarks

@@ -25,8 +25,10 @@ from typing import Any, Mapping
 from skillrise_gym.backends.base import ConfigurationError
 
 TRACKERS = ("tensorboard", "wandb", "trackio")
-#: the package each tracker imports, and the pip requirement that provides it
-PACKAGES = {"tensorboard": ("tensorboard", "tensorboard"), "wandb": ("wandb", "wandb"), "trackio": ("trackio", "trackio")}
+#: the modules each tracker imports, and the pip requirement that provides them (TensorBoard's writer is
+#: torch's, which needs the tensorboard package)
+PACKAGES = {"tensorboard": (("tensorboard", "torch"), "tensorboard torch"), "wandb": (("wandb",), "wandb"),
+            "trackio": (("trackio",), "trackio")}
 
 
 def check_trackers(names: list[str]) -> None:
@@ -34,10 +36,12 @@ def check_trackers(names: list[str]) -> None:
     for name in names:
         if name == "none":
             continue
-        module, requirement = PACKAGES[name]
-        if importlib.util.find_spec(module) is None:
-            raise ConfigurationError(f"--report-to {name} needs the {module} package, which is not installed: "
-                                     f"pip install {requirement} (or leave {name} out)")
+        modules, requirement = PACKAGES[name]
+        absent = [m for m in modules if importlib.util.find_spec(m) is None]
+        if absent:
+            raise ConfigurationError(f"--report-to {name} needs the {' and '.join(absent)} package"
+                                     f"{'s' if len(absent) > 1 else ''}, which {'are' if len(absent) > 1 else 'is'} "
+                                     f"not installed: pip install {requirement} (or leave {name} out)")
 
 
 def flat_settings(settings: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:

@@ -51,7 +51,8 @@ def build_parser() -> Any:
     parser.add_argument("--config", default=None, metavar="FILE",
                         help="settings from a YAML or JSON file (keys: the flags' names with underscores, e.g. "
                         "max_new_tokens; a run's config.json is one); flags given beside it win, and each that "
-                        "changes a file's value is said")
+                        "changes a file's value is said; --output-dir, --resume and --overwrite come from flags "
+                        "only")
     add_arguments(parser, TrainConfig, [f.name for f in fields(TrainConfig)], underscores=True)
     return parser
 
@@ -74,6 +75,8 @@ def parse_config(argv: Sequence[str] | None = None) -> TrainConfig:
             action.default, action.required = argparse.SUPPRESS, False
         given = set(vars(parser.parse_known_args(argv)[0])) - {"config"}
         for name, value in read_config_file(args.config).items():
+            if name in FLAG_ONLY:
+                continue
             if name not in given:
                 values[name] = value
             elif values[name] != value:
@@ -85,6 +88,9 @@ def parse_config(argv: Sequence[str] | None = None) -> TrainConfig:
 #: keys a run's config.json holds besides TrainConfig's fields: read, not settings (the episode is made again
 #: from the settings, and is the same)
 CONFIG_RECORD_KEYS = frozenset({"episode"})
+#: where a run goes and what it does to a folder: taken from flags only, never from a file (a run's config.json
+#: names its own folder, and --overwrite in it would delete that run)
+FLAG_ONLY = frozenset({"output_dir", "resume", "overwrite"})
 
 
 def read_config_file(path: str) -> dict[str, Any]:

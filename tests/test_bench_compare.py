@@ -31,6 +31,12 @@ def test_two_runs_on_one_panel_are_paired_and_written_in_every_format(tmp_path, 
     assert abs(table["rows"][1]["by_K"]["2"]["difference"]["mean"] - (mean - 1.0)) < 1e-9
     assert table["rows"][3]["by_K"]["2"]["difference"] is None  # another panel: not paired
     assert "other, K=2: played another panel than expert" in out
+    # a run cut short on the same panel is paired on the sequences it finished
+    bench(tmp_path / "short", "random", "--panel", "dev", "--num-sequences", "3")
+    capsys.readouterr()
+    assert main(["compare", str(tmp_path / "expert"), str(tmp_path / "short"), "--out", str(tmp_path / "c2")]) == 0
+    short = json.loads((tmp_path / "c2" / "compare.json").read_text())["rows"][1]["by_K"]["2"]["difference"]
+    assert short["sequences"] == 3
     for name in ("compare.md", "compare.csv", "compare.tex", "compare.png"):
         assert (tmp_path / "cmp" / name).stat().st_size > 0
     assert (tmp_path / "cmp" / "compare.csv").read_text().startswith("run,K,seqs,success [95% CI]")

@@ -250,6 +250,10 @@ def test_bad_memory_input_is_refused_with_the_fix(tmp_path, capsys):
         (["--agent", "expert", "--freeze-after", "-1"], "--freeze-after must be a task position >= 0"),
         (["--agent", "expert", "--memory", "none", "--freeze-after", "1"], "act on documents"),
         (["--agent", "expert", "--documents-from", str(tmp_path)], "no documents.jsonl there"),
+        (["--agent", "expert", "--curator-agent", "hf", "--curator-model", "tiny", "--memory", "skill", "reflect"],
+         "--curator-model writes documents; carry reflect writes reflections with the solver"),
+        (["--agent", "hf", "--model", "tiny", "--curator-agent", "openai", "--curator-model", "m", "--base-url",
+          "http://127.0.0.1:9/v1", "--prompt-style", "compact"], "which the openai agent cannot do as configured"),
     ]
     for argv, message in cases:
         assert main(base + argv + ["--out", str(tmp_path / "x")]) == 2
@@ -301,3 +305,24 @@ def test_a_curator_that_fails_mid_run_stops_it_cleanly_and_a_rerun_resumes(tmp_p
     assert done == 1  # the sequence whose curate calls succeeded
     second = run_bench(config, ExpertAgent(), curator=ScriptedModel())
     assert second.status == "complete" and second.summary["by_carry"]["dc"]["finished"] == 4
+
+
+def test_review_fixes_memory_release_ace_shapes_and_panel_sources(tmp_path):
+    """A sequence's memory is released after its last curate turn; ACE survives JSON of any shape; a
+    transplant source drawn by the same named panel is accepted whatever its --seed."""
+    from skillrise_gym.agents.expert import ExpertAgent
+    from skillrise_gym.memory.agent import MemoryAgent
+    from skillrise_gym.memory.documents import check_source, documents_file
+
+    agent = MemoryAgent(ExpertAgent(), Reflexion(), "rulebook", curator=ScriptedModel())
+    run_bench(bench(tmp_path / "r", ["reflexion"]), agent)
+    assert agent.memories == {}  # every sequence ended: nothing held
+    method = ACE()
+    weird, _ = play(method, method.new_memory(), attempt(False), [
+        json.dumps({"bullet_tags": [{"id": ["str-00001"], "tag": "helpful"}, 3]}), json.dumps({"operations": 3})])
+    assert weird == {"bullets": [], "next": 1}
+    weird, _ = play(method, method.new_memory(), attempt(False), [json.dumps({"bullet_tags": 3}), "{}"])
+    assert weird["bullets"] == []
+    run_bench(bench(tmp_path / "p", ["skill"], panel="dev", seed=0), ExpertAgent(), curator=ScriptedModel())
+    here = bench(tmp_path / "q", ["skill"], panel="dev", seed=1)
+    check_source(documents_file(tmp_path / "p"), here.identity(ExpertAgent(), "skill"))  # no refusal

@@ -40,6 +40,8 @@ def test_a_sequence_plays_through_the_tools_and_its_reward_counts_the_solved_tas
 def test_factories_draw_other_sequences_and_bad_ids_or_missing_extras_are_refused(monkeypatch):
     factory = environment_factory("SkillRise-Rulebook-v0", K=2)
     assert factory().reset() != factory().reset()
+    # a dataset row's seed picks the sequence: the G generations of one prompt play the same one
+    assert factory().reset(seed=5, prompt=[]) == factory().reset(seed=5, prompt=[]) != factory().reset(seed=6)
     with pytest.raises(ValueError, match="unknown env id 'SkillRise-Chess-v0'"):
         environment_factory("SkillRise-Chess-v0")
     from skillrise_gym import extras

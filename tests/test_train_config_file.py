@@ -43,6 +43,12 @@ def test_a_runs_config_json_launches_the_same_run(tmp_path, capsys):
     first, second = tmp_path / "first", tmp_path / "second"
     assert main(FLAGS + ["--output-dir", str(first)]) == 0
     assert main(["--config", str(first / "config.json"), "--output-dir", str(second)]) == 0
+    # where a run goes and what it does to a folder come from flags only: a config.json recorded with
+    # --overwrite (as transfer_experiment's arms are) neither deletes its own run nor resumes it
+    recorded = json.loads((first / "config.json").read_text())
+    (tmp_path / "overwriting.json").write_text(json.dumps({**recorded, "overwrite": True, "resume": True}))
+    again = parse_config(["--config", str(tmp_path / "overwriting.json")])
+    assert (again.output_dir, again.overwrite, again.resume) == ("runs/skillrise", False, False)
     recorded = json.loads((first / "config.json").read_text())
     assert recorded["episode"]["K"] == 2  # a record of the run, read and not a setting
     relaunched = json.loads((second / "config.json").read_text())

@@ -30,7 +30,7 @@ from typing import Any, Sequence
 from skillrise_gym import memory
 from skillrise_gym.agents.base import Agent, check_prefill
 from skillrise_gym.backends.base import ConfigurationError, DataNotFoundError, MissingDependencyError, SkillRiseError
-from skillrise_gym.bench.runner import ENVS, BenchConfig, parse_backend_options, run_bench  # noqa: F401 (re-exported)
+from skillrise_gym.bench.runner import ENVS, BenchConfig, for_mode, parse_backend_options, run_bench  # noqa: F401
 from skillrise_gym.bench.store import OutputError, RunDirError
 from skillrise_gym.cli_fields import add_arguments, field_values, flag_fields, renamed
 from skillrise_gym.models import DTYPES
@@ -199,8 +199,9 @@ def make_agent(args: argparse.Namespace, benchmark: str) -> Agent:
             system_prompt=args.system_prompt, prefill=args.prefill,
             chat_template_kwargs=getattr(args, "chat_template_kwargs", None),
         ))
-    if args.base_url or args.prefill:
-        raise ValueError(f"--{'base-url' if args.base_url else 'prefill'} belongs to --agent openai")
+    if (args.base_url or args.prefill) and getattr(args, "curator_agent", None) != "openai":
+        raise ValueError(f"--{'base-url' if args.base_url else 'prefill'} belongs to --agent openai (or --curator-agent "
+                         "openai)")
     require("train", ["torch", "transformers"], "--agent hf")
     from skillrise_gym.agents.hf_agent import HFAgent, HFConfig
 
@@ -446,6 +447,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         try:
             check_prefill(agent, config.style)
             curator = make_curator(args, config)
+            if curator is not None and "skill" in config.carry and not config.documents_from:
+                check_prefill(curator, config.style)  # it answers the env's own CURATE prompt
+            for mode in config.carry:  # each mode's agent as the run will make it: refusals now, not mid-run
+                for_mode(agent, config, mode, curator)
             if config.documents_from:
                 from skillrise_gym.memory.documents import check_source, documents_file
 
@@ -454,6 +459,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                         check_source(documents_file(config.documents_from, mode), config.identity(agent, mode))
         except ValueError:
             agent.close()
+            if curator is not None:
+                curator.close()
             raise
         if saved is not None:
             config.episode_from = compare_episode(saved, config, agent, log)
@@ -466,8 +473,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         log(f"skillrise-bench: error: {exc}")
         return EXIT_USAGE
     except KeyboardInterrupt:  # Ctrl-C or SIGTERM while setting up (a model loading, a Ray address probed)
-        if agent is not None:
-            agent.close()
+        for made in (agent, curator):
+            if made is not None:
+                made.close()
         log("skillrise-bench: interrupted before the run began; nothing was written.")
         _exit_promptly()
         return EXIT_INTERRUPTED
@@ -500,11 +508,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     if config.report_to != ["none"] and outcome.summary.get("finished"):
         from skillrise_gym.tracking import Trackers
 
-        trackers = Trackers(config.report_to, Path(config.out), config.identity(agent))
-        try:
-            trackers.log_bench_summary(outcome.summary)
-        finally:
-            trackers.close()
+        try:  # the run is written: a tracker that fails says so in one line and loses nothing
+            trackers = Trackers(config.report_to, Path(config.out), config.identity(agent))
+            try:
+                trackers.log_bench_summary(outcome.summary)
+            finally:
+                trackers.close()
+        except (ImportError, OSError, ValueError, RuntimeError) as exc:
+            log(f"skillrise-bench: warning: --report-to: the summary was not logged ({type(exc).__name__}: "
+                f"{' '.join(str(exc).split())}); it is in {config.out}/summary.json")
     print(outcome.table)
     if outcome.status == "agent_error":
         advice = ("re-run the same command to resume" if outcome.resumable else

@@ -7,9 +7,11 @@ sequences), and cost per task (prompt + completion tokens, model calls, dollars 
 --price) with the curate turns' share of tokens. Written as Markdown (stdout), and with --out DIR also
 compare.csv, compare.tex, compare.json and compare.png (success by position at the largest K).
 
-Refused: runs of different envs (nothing to compare). A row whose sequences at some K hash to another panel
-than the first row's (`skillrise_gym.panels`) is not paired at that K: its difference reads "other panel",
-and the table says so under it; rows whose data fingerprint or engine versions differ are flagged the same way.
+Refused: runs of different envs (nothing to compare). Rows are paired on the draws both finished (a run
+cut short pairs on what it finished); a row whose sequences at some K differ from the first row's at a shared
+draw, or share none (another panel: `skillrise_gym.panels`), is not paired at that K: its difference reads
+"other panel", and the table says so under it; rows whose data fingerprint or engine versions differ are
+flagged the same way.
 """
 
 from __future__ import annotations
@@ -123,15 +125,24 @@ def compare(rows: list[Row], seed: int = 0) -> dict[str, Any]:
             if row is not first and first.block(K) is None:
                 cell["difference"] = "no reference"
             elif row is not first:
-                if cell["panel"] != first.panel(K):
+                if not same_sequences(row.at(K), first.at(K)):
                     cell["difference"] = None
                     table["notes"].append(f"{row.name}, K={K}: played another panel than {first.name} (panel hash "
                                           f"{cell['panel']} vs {first.panel(K)}): not paired")
-                else:
+                else:  # the same draws where both finished one (a run cut short pairs on what it finished)
                     cell["difference"] = metrics.paired_difference(row.at(K), first.at(K), seed)
             entry["by_K"][str(K)] = cell
         table["rows"].append(entry)
     return table
+
+
+def same_sequences(mine: list[dict[str, Any]], theirs: list[dict[str, Any]]) -> bool:
+    """Whether two runs' results of one K drew the same sequences where both finished a draw index (the same
+    sequence id and task ids at every shared index), with at least one shared."""
+    ours = {r["index"]: (r.get("sequence_id"), tuple(r.get("task_ids") or ())) for r in mine}
+    other = {r["index"]: (r.get("sequence_id"), tuple(r.get("task_ids") or ())) for r in theirs}
+    shared = set(ours) & set(other)
+    return bool(shared) and all(ours[i] == other[i] for i in shared)
 
 
 def _ci(stat: dict[str, Any] | None, signed: bool = False) -> str:

@@ -88,8 +88,10 @@ class ACE(MemoryMethod):
         if reflection is None:
             return {"bullets": bullets, "next": memory["next"]}
         by_id = {b["id"]: b for b in bullets}
-        for tag in reflection.get("bullet_tags") or []:
-            if isinstance(tag, dict) and tag.get("tag") in ("helpful", "harmful") and tag.get("id") in by_id:
+        tags = reflection.get("bullet_tags")
+        for tag in tags if isinstance(tags, list) else []:  # a model's JSON: any shape may come back
+            if (isinstance(tag, dict) and tag.get("tag") in ("helpful", "harmful") and isinstance(tag.get("id"), str)
+                    and tag["id"] in by_id):
                 by_id[tag["id"]][tag["tag"]] += 1
         tagged = {"bullets": bullets, "next": memory["next"]}
         answer = yield Request(CURATE.format(family=family, sections=", ".join(SECTIONS),
@@ -98,8 +100,8 @@ class ACE(MemoryMethod):
                                              reflection=json.dumps({k: v for k, v in reflection.items()
                                                                     if k != "bullet_tags"}, ensure_ascii=False)),
                                "curate")
-        delta = json_object(answer)
-        return self.merge(tagged, (delta or {}).get("operations") or [])
+        operations = (json_object(answer) or {}).get("operations")
+        return self.merge(tagged, operations if isinstance(operations, list) else [])
 
     @staticmethod
     def merge(memory: dict[str, Any], operations: list[Any]) -> dict[str, Any]:

@@ -82,15 +82,16 @@ class MemoryAgent(Agent):
                 out[i] = AgentOutput(answer.text, answer.prompt_tokens, answer.completion_tokens, answer.latency_s,
                                      {**answer.extra, "writer": self.curator.describe()})
         elif asked:
-            for i, answer in zip(asked, self._curate([infos[i] if infos is not None else {} for i in asked])):
+            for i, answer in zip(asked, self._curate([infos[i] if infos is not None else {} for i in asked],
+                                                     [observations[i] for i in asked])):
                 out[i] = answer
         return out  # type: ignore[return-value]
 
-    def _curate(self, infos: list[dict[str, Any]]) -> list[AgentOutput]:
+    def _curate(self, infos: list[dict[str, Any]], observations: list[dict[str, Any]]) -> list[AgentOutput]:
         """Every curate turn's update, driven in lockstep: each round, the pending call of every update goes to
         the curator in one `act`, and each answer is sent back to its update."""
         runs = []
-        for info in infos:
+        for info, observation in zip(infos, observations):
             attempt = info.get("attempt")
             if not isinstance(attempt, dict):
                 raise AgentError(f"memory method {self.method.name} needs the attempt each curate turn curates "
@@ -99,8 +100,10 @@ class MemoryAgent(Agent):
             if int(attempt.get("position", 0)) == 0 or key not in self.memories:
                 self.memories[key] = self.method.new_memory()
             update = self.method.update(self.memories[key], attempt, self.benchmark)
+            # the last curate turn of a sequence (before its last task): its memory is released after it
+            last = int(attempt.get("position", 0)) >= int(observation.get("num_tasks") or 0) - 2
             runs.append({"key": key, "update": update, "calls": [], "pending": None, "memory": None,
-                         "started": time.monotonic()})
+                         "started": time.monotonic(), "last": last})
         for run in runs:
             self._advance(run, None)
         while any(run["pending"] is not None for run in runs):
@@ -116,8 +119,11 @@ class MemoryAgent(Agent):
                 self._advance(run, answer.text)
         outputs = []
         for run in runs:
-            self.memories[run["key"]] = run["memory"]
             document = self.method.render(run["memory"])
+            if run["last"]:  # the sequence's last curate turn: its memory is not needed again
+                self.memories.pop(run["key"], None)
+            else:
+                self.memories[run["key"]] = run["memory"]
             calls = run["calls"]
             outputs.append(AgentOutput(
                 skill_answer(document), prompt_tokens=sum(c["prompt_tokens"] for c in calls),

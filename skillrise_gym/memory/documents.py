@@ -93,6 +93,8 @@ def check_source(source: Path, identity: Mapping[str, Any]) -> None:
         if manifest.is_file():
             theirs = json.loads(manifest.read_text(encoding="utf-8")).get("identity") or {}
             for key in SAME_SEQUENCES:
+                if key == "seed" and theirs.get("panel") is not None and theirs.get("panel") == identity.get("panel"):
+                    continue  # a named panel draws the sequences whatever --seed is
                 if theirs.get(key) != identity.get(key):
                     raise ValueError(f"--documents-from {source}: its run played other sequences: {key} "
                                      f"{theirs.get(key)!r} there, {identity.get(key)!r} here")
