@@ -553,6 +553,8 @@ def held_out_bench(model_dir: str | None, p: Preset, out: Path, agent: Any = Non
         bench = BenchConfig.from_episode(
             spec, out=str(out), num_sequences=p.eval_sequences, seed=p.seed, panel=p.panel, workers=0, parallel=64,
             progress=False, episode_from={"from": str(episode.path), "differs": {}} if episode is not None else None)
+        # every sequence played to its end (a LaMer-only experiment's episode ends on a success)
+        config = {"mode": "cross", "end_on_success": False, **config}
         return run_bench(dataclasses.replace(bench, **config), agent).summary
     finally:
         agent.close()

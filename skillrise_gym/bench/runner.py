@@ -547,7 +547,10 @@ class BenchRunner:
 
     def _commit(self, trial: Trial, info: dict[str, Any]) -> None:
         flight: _Flight = trial.key
-        tasks = info["summary"]["tasks"]
+        tasks = list(info["summary"]["tasks"])
+        # a sequence that ended early (--end-on-success: solved, nothing left to attempt) has positions it
+        # never played: recorded as not solved, score 0, no step, as rescoring from its turns records them
+        tasks += [{"success": False, "score": 0.0, "steps": 0, "engine_error": None}] * (flight.K - len(tasks))
         turns = flight.turns
         result = {
             "K": flight.K,
