@@ -152,7 +152,7 @@ SOLVE_TEMPLATE = """{agent_role}
 {carried}
 
 ## Task
-{task}
+Your task is to: {task}
 
 ## Current Observation
 {observation}
@@ -383,10 +383,12 @@ def solve_prompt(
 
 
 def task_line(task: str) -> str:
-    """The full solve prompt's task line: "Your task is to: <task>", unless the engine's own text already
-    says it (ScienceWorld's descriptions begin "Your task is to ...")."""
+    """The task as the full solve prompt's "Your task is to: ..." line takes it: an engine text that already
+    begins so (ScienceWorld's descriptions: "Your task is to boil water...") loses that beginning, so the line
+    does not say it twice."""
     task = task.strip()
-    return task if task.lower().startswith("your task is to") else f"Your task is to: {task}"
+    head = re.match(r"(?i)your task is to\s*:?\s*", task)
+    return task[head.end():] if head and head.end() < len(task) else task
 
 
 def _compact_solve(prof: Profile, skill_document: str, task: str, observation: str, history: Sequence[Step],

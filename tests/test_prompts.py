@@ -154,3 +154,14 @@ def test_the_example_action_without_a_list_is_the_profiles(style, monkeypatch):
     monkeypatch.setitem(prompts.PROFILES, "toy", dataclasses.replace(prompts.PROFILES["toy"], action_example="wave"))
     text = prompts.solve_prompt("toy", skill_document="", task="t", observation="o", style=style)
     assert "<action>wave</action>" in text
+
+
+def test_an_engine_task_that_says_your_task_is_to_is_not_said_twice():
+    """ScienceWorld's descriptions begin "Your task is to ...": the full solve prompt's task line keeps one."""
+    from skillrise_gym.prompts import solve_prompt
+
+    for task in ("Your task is to boil water. First, focus on the substance.", "boil water. First, focus on the substance."):
+        prompt = solve_prompt("scienceworld", skill_document="", task=task, observation="You are in the kitchen.",
+                              history=[], admissible_actions=["look around"], style="full")
+        assert "Your task is to: boil water. First, focus on the substance." in prompt
+        assert prompt.count("Your task is to") == 1
