@@ -11,9 +11,10 @@ action. It teaches no rule: its notes come from other tasks and name random bins
 what RL must learn, and only curate credit rewards it. Evaluated greedily on held-out families (the test
 split: other rules, words never seen in training) through the bench runner and the hf agent.
 
-Measured with this file's settings (100 held-out sequences, success at positions 0/1; chance 0.33): seed 0:
-warm start 0.38/0.44, SkillRise 0.35/1.00, GRPO (no document) at chance; seed 1: warm start 0.36/0.51,
-SkillRise 0.35/1.00 (seed 2, measured outside the suite: 0.36/0.50 -> 0.37/1.00). GRPO is evaluated on
+Measured with this file's settings (100 held-out sequences of the dev panel, success at positions 0/1; chance
+0.33), in the CI run of 2026-12-06: seed 0: warm start 0.38/0.46, SkillRise 0.35/1.00, GRPO (on SkillRise's
+episode) 0.38/0.38; seed 1: warm start 0.35/0.57, SkillRise 0.35/1.00 (seed 2, measured outside the suite
+before: 0.36/0.50 -> 0.37/1.00). GRPO is evaluated on
 the same episode as SkillRise (carry skill: its curate turns write the documents), so its assertion can fail:
 a GRPO policy that carried the rule as well as SkillRise's would fail it. Both seeds run here:
 before the warm start's cosine learning-rate decay, seed 1 did not learn (0.37 -> 0.40), and one seed
