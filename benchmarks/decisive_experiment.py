@@ -474,6 +474,14 @@ def main(argv: list[str] | None = None) -> int:
     def log(message: str) -> None:
         print(f"[{time.strftime('%H:%M:%S')}] {message}", flush=True)
 
+    # one code version per process: every module a stage imports is imported now, so edits of the tree while
+    # the experiment runs for hours cannot mix into it (a lazily imported newer cli.py once met an older
+    # TrainConfig); the commit recorded in each stage is the code loaded here
+    import skillrise_gym.agents.hf_agent  # noqa: F401
+    import skillrise_gym.bench.runner  # noqa: F401
+    import skillrise_train.cli  # noqa: F401
+    import skillrise_train.trainer  # noqa: F401
+
     work = Path(args.work_dir)
     held = te.lock_work_dir(work)
     try:
