@@ -176,3 +176,13 @@ def _flag_type(hint: Any) -> tuple[Any, bool]:
     if origin is not None or hint is dict:
         return None, False
     return hint, False
+
+
+def given_flags(parser: argparse.ArgumentParser, argv: Sequence[str]) -> set[str]:
+    """The destinations of the flags `argv` gives explicitly (whatever their value); `parser` is changed (its
+    defaults suppressed), so pass a fresh one."""
+    parser.quiet_aliases = True  # type: ignore[attr-defined]  (the first parse warned about renamed flags)
+    for action in parser._actions:
+        action.default = argparse.SUPPRESS
+        action.required = False
+    return set(vars(parser.parse_known_args(list(argv))[0]))

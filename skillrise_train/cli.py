@@ -60,9 +60,7 @@ def build_parser() -> Any:
 def parse_config(argv: Sequence[str] | None = None) -> TrainConfig:
     """A TrainConfig from command-line flags and an optional --config file (ValueError, with the field's
     message, for a bad value)."""
-    import argparse
-
-    from skillrise_gym.cli_fields import field_values
+    from skillrise_gym.cli_fields import field_values, given_flags
 
     argv = list(sys.argv[1:] if argv is None else argv)
     args, unknown = build_parser().parse_known_args(argv)
@@ -70,10 +68,7 @@ def parse_config(argv: Sequence[str] | None = None) -> TrainConfig:
         raise ValueError(f"unknown argument(s) {' '.join(unknown)} (see skillrise-train --help)")
     values = field_values(args, TrainConfig)
     if args.config:
-        parser = build_parser()
-        for action in parser._actions:
-            action.default, action.required = argparse.SUPPRESS, False
-        given = set(vars(parser.parse_known_args(argv)[0])) - {"config"}
+        given = given_flags(build_parser(), argv) - {"config"}
         for name, value in read_config_file(args.config).items():
             if name in FLAG_ONLY:
                 continue

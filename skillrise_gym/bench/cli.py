@@ -32,7 +32,7 @@ from skillrise_gym.agents.base import Agent, check_prefill
 from skillrise_gym.backends.base import ConfigurationError, DataNotFoundError, MissingDependencyError, SkillRiseError
 from skillrise_gym.bench.runner import ENVS, BenchConfig, for_mode, parse_backend_options, run_bench  # noqa: F401
 from skillrise_gym.bench.store import OutputError, RunDirError
-from skillrise_gym.cli_fields import add_arguments, field_values, flag_fields, renamed
+from skillrise_gym.cli_fields import add_arguments, field_values, flag_fields, given_flags, renamed  # noqa: F401
 from skillrise_gym.models import DTYPES
 from skillrise_gym.panels import TEST_IS_FOR_REPORTING
 
@@ -294,15 +294,6 @@ def rescore_main(argv: Sequence[str]) -> int:
     print(f"turns and results agree: no differences ({counts})" if not differences else
           f"{differences} difference(s) between turns.jsonl and results.jsonl (listed above; {counts})")
     return 0 if not differences else 1
-
-
-def given_flags(parser: argparse.ArgumentParser, argv: Sequence[str]) -> set[str]:
-    """The destinations of the flags `argv` gives explicitly (whatever their value)."""
-    parser.quiet_aliases = True  # type: ignore[attr-defined]  (the first parse warned about renamed flags)
-    for action in parser._actions:
-        action.default = argparse.SUPPRESS
-        action.required = False
-    return set(vars(parser.parse_known_args(list(argv))[0]))
 
 
 def saved_episode(args: argparse.Namespace) -> Any:
