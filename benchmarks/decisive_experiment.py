@@ -76,6 +76,9 @@ R2 = te.Preset(**{**SMOL, **EVALUATION, "rules": 2, "bins": 4, "K": 4, "steps": 
 SETTINGS = {"warmstart": WARMSTART, "r1": R1, "r2": R2}
 #: the R=1 SkillRise runs that are the two inits of the R=2 arms
 INITS = {"curates": 1, "cannot": 2}
+#: a checkpoint every this many RL steps: an arm stopped mid-run (a session's end) is continued from its newest
+#: complete checkpoint, exactly (skillrise-train --resume), not started over; not a setting of the science
+SAVE_EVERY = 5
 R2_ARMS = ("skillrise", "none", "own")
 #: a change of method with its own arm, run after the main arms: SkillRise plus --repetition-penalty 2 (the
 #: document regrowth); reported beside SkillRise, never folded into its figures
@@ -155,7 +158,7 @@ class Experiment:
         work = self.work / "r1" / f"seed{seed}"
         work.mkdir(parents=True, exist_ok=True)
         p = replace(R1, seed=seed)
-        trained = te.train_arm(arm, str(start), p, work, self.log)
+        trained = te.train_arm(arm, str(start), p, work, self.log, save_every=SAVE_EVERY)
         return work / arm / "final", trained, work
 
     def _r2(self, init: str, arm: str, seed: int) -> tuple[Path, dict[str, Any], Path, Path]:
@@ -163,7 +166,7 @@ class Experiment:
         work = self.work / "r2" / init / f"seed{seed}"
         work.mkdir(parents=True, exist_ok=True)
         p = replace(R2, seed=seed, init=str(start))
-        trained = te.train_arm(arm, str(start), p, work, self.log)
+        trained = te.train_arm(arm, str(start), p, work, self.log, save_every=SAVE_EVERY)
         return work / arm / "final", trained, work, start
 
     # ---------------------------------------------------------------------------------- stages

@@ -257,12 +257,31 @@ def trained_steps(out: Path) -> int | None:
         return None
 
 
-def train_arm(arm: str, start: str, p: Preset, work: Path, log, extend: bool = False) -> dict[str, Any]:
+def _recorded_seconds(metrics: Path) -> float:
+    """The seconds an interrupted run's recorded steps took (the sum of their `step_seconds`): the wall time it
+    had spent before it is continued (the step in flight when it stopped, and any records the resume drops,
+    are not exact: an approximation, for the record only)."""
+    total = 0.0
+    for line in metrics.read_text(encoding="utf-8").splitlines():
+        try:
+            total += float(json.loads(line).get("step_seconds", 0.0))
+        except (ValueError, TypeError, AttributeError):
+            continue
+    return total
+
+
+def train_arm(arm: str, start: str, p: Preset, work: Path, log, extend: bool = False,
+              save_every: int | None = None) -> dict[str, Any]:
     """Train one arm from the `start` model (the shared warm start) with skillrise-train's own entry point;
     returns its learning curve and wall time. A finished arm is reused when it was trained for `p.steps`;
     one trained for fewer steps is continued from its last checkpoint to `p.steps` with `extend` (skillrise-
     train --resume: optimizer and RNG state kept, the linear learning-rate decay stretched to the new end),
-    and refused otherwise. Whenever the arm trains, its earlier evaluations are deleted."""
+    and refused otherwise. Whenever the arm trains, its earlier evaluations are deleted.
+
+    `save_every` N: a checkpoint every N steps (the last two kept), and an unfinished run of the same settings
+    (a process killed mid-arm) is continued from its newest complete checkpoint by skillrise-train --resume,
+    exactly as if it had not stopped; without it (the default) only the end is saved and an unfinished run
+    is started over."""
     from skillrise_gym.models import is_model_folder
     from skillrise_train.cli import run
     from skillrise_train.config import TrainConfig
@@ -279,20 +298,28 @@ def train_arm(arm: str, start: str, p: Preset, work: Path, log, extend: bool = F
                              + "--fresh retrains every arm, or choose another --work-dir")
         resume = True
         log(f"[{arm}] continuing from step {done} to {p.steps} (--extend)")
+    elif not finished and save_every and (out / "config.json").is_file():
+        resume = True  # the trainer checks the run's settings against these and finds its newest checkpoint
+        log(f"[{arm}] continuing the unfinished run in {out} from its newest complete checkpoint")
     if resume or not finished:
-        # an unfinished run is started over by the trainer's --overwrite, under its lock (a trainer still
-        # writing there is refused, nothing deleted), which deletes the run's own files only
+        # without save_every an unfinished run is started over by the trainer's --overwrite, under its lock (a
+        # trainer still writing there is refused, nothing deleted), which deletes the run's own files only
+        saving = ({"save_interval": save_every, "trl_options": {"save_total_limit": 2}} if save_every
+                  else {"save_interval": max(1, p.steps)})
         config = TrainConfig(**{**dict(
             env="rulebook", model=start, lora=p.lora, K=p.K, G=p.G, S=p.S, steps=p.steps, lr=p.lr,
             max_task_steps=1, max_new_tokens=p.max_new_tokens, warmstart_steps=0,
             invalid_penalty=p.invalid_penalty, overlong_penalty=p.overlong_penalty, entropy_coef=0.0,
-            save_interval=max(1, p.steps), output_dir=str(out), overwrite=not resume,
+            **saving, output_dir=str(out), overwrite=not resume,
             seed=p.seed, resume=resume, threads=p.threads, backend_options=backend_options(p), record_turns=True,
             **({"generation_dtype": p.dtype, "bf16": p.dtype == "bfloat16"} if p.dtype != "float32" else {}),
         ), **ARMS[arm]})
         log(f"[{arm}] training: {config.algo}, curate credit {config.curate_credit}, {p.steps} steps")
         wall = out / "wall_seconds.txt"
         before = float(wall.read_text()) if resume and wall.exists() else 0.0
+        if resume and not wall.exists() and (out / "metrics.jsonl").is_file():
+            # an interrupted run: the wall time of its steps kept (the metrics' elapsed seconds, if recorded)
+            before = _recorded_seconds(out / "metrics.jsonl")
         started = time.perf_counter()
         from skillrise_train.checkpoints import RunFolderError
 

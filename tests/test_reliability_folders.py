@@ -96,6 +96,38 @@ def test_an_arm_folder_a_trainer_is_writing_to_is_never_deleted(tmp_path, monkey
     assert (evaluated / "manifest.json").exists()
 
 
+def test_an_arm_stopped_mid_run_is_continued_from_its_checkpoint_to_the_same_weights(tmp_path, monkeypatch):
+    """A long experiment's process ends with the session (the decisive experiment: 34 stages of ~35 min).
+    With `save_every`, an arm stopped after a checkpoint is continued from it by the trainer's --resume, not
+    started over, and ends with the bits of the run that never stopped; without it, it is started over."""
+    import hashlib
+
+    module = _experiment(monkeypatch, "transfer_experiment_arm_resume")
+    preset = module.Preset(K=2, G=2, S=1, steps=4, warmstart_steps=0, threads=1)
+
+    def digest(folder: Path) -> str:
+        return hashlib.sha256(b"".join(p.read_bytes() for p in sorted(folder.rglob("*.safetensors")))).hexdigest()
+
+    whole = tmp_path / "whole"
+    module.train_arm("skillrise", "tiny", preset, whole, print, save_every=2)
+    stopped = tmp_path / "stopped"
+    shutil.copytree(whole, stopped)
+    arm = stopped / "skillrise"
+    # the process ended in step 4: checkpoint-2 complete, step 3 recorded, no checkpoint-4 and no final/
+    shutil.rmtree(arm / "final")
+    shutil.rmtree(arm / "checkpoint-4")
+    (arm / "wall_seconds.txt").unlink()
+    metrics = (arm / "metrics.jsonl").read_text().splitlines()
+    (arm / "metrics.jsonl").write_text("\n".join(line for line in metrics
+                                                 if json.loads(line).get("step", 0) <= 3) + "\n")
+    said: list[str] = []
+    result = module.train_arm("skillrise", "tiny", preset, stopped, said.append, save_every=2)
+    assert any("continuing the unfinished run" in line for line in said), said
+    assert [r["step"] for r in result["curve"]] == [1, 2, 3, 4]  # each step recorded once
+    assert digest(arm / "final") == digest(whole / "skillrise" / "final")
+    assert float((arm / "wall_seconds.txt").read_text()) > 0
+
+
 # ------------------------------------------------------------------------ item 2: the user's files
 @pytest.mark.parametrize("mode", [[], ["--overwrite"], ["--resume"]], ids=["plain", "overwrite", "resume"])
 def test_a_folder_holding_files_the_trainer_did_not_write_is_refused_naming_them(tmp_path, capsys, mode):
