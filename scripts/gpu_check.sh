@@ -11,12 +11,12 @@
 # WebShop's bm25s and rapidfuzz, and regex (transformers checks its version at import). Not shipped: torch,
 # pyarrow, pandas, xxhash, tokenizers, safetensors, huggingface_hub (the image has them; pyarrow's wheel
 # alone is ~40 MiB). It also copies the SmolLM2 tokenizer and config (no weights) into
-# gpu_wheels/smollm2-shape/, from which benchmarks/gpu_check.py builds a randomly initialised model of
-# SmolLM2-135M's shape.
+# gpu_wheels/smollm2-shape/, from which benchmarks/performance/gpu_check.py builds a randomly initialised model
+# of SmolLM2-135M's shape.
 #
 # Without --prepare: installs gpu_wheels/*.whl into a --target folder (nothing of the image is changed), puts
-# it and the repo first on PYTHONPATH, checks the imports, and runs benchmarks/gpu_check.py under a hard time
-# limit. Results: $OUT/gpu_check.json (benchmarks/results/gpu_check.json without $OUT) and $OUT/gpu_check.log.
+# it and the repo first on PYTHONPATH, checks the imports, and runs benchmarks/performance/gpu_check.py under a
+# hard time limit. Results: $OUT/gpu_check.json (benchmarks/results/gpu_check.json without $OUT) and $OUT/gpu_check.log.
 # It never resets or reconfigures the GPU (nvidia-smi is only queried).
 #
 # Device tool call:  run(command="bash scripts/gpu_check.sh", carry=["gpu_wheels"], timeout_s=420): worst case
@@ -124,13 +124,13 @@ for name in ("torch", "transformers", "trl", "peft", "accelerate", "datasets", "
     print(f"  {name:16s} " + (f"{version:14s} {spec.origin}" if spec else "MISSING"))
 EOF
     # shellcheck disable=SC2086
-    timeout -k 10 $((budget + 45)) "$py" benchmarks/gpu_check.py --budget-s "$budget" \
+    timeout -k 10 $((budget + 45)) "$py" benchmarks/performance/gpu_check.py --budget-s "$budget" \
         --out "$out/gpu_check.json" ${GPU_CHECK_ARGS:-}
     local rc=$?
-    echo "gpu_check: benchmarks/gpu_check.py exited $rc after $((SECONDS - started)) s in all"
+    echo "gpu_check: benchmarks/performance/gpu_check.py exited $rc after $((SECONDS - started)) s in all"
     if [ -f "$out/gpu_check.json" ]; then
         if [ "$rc" -gt 2 ]; then  # stopped (its own hard limit: 3; timeout: 124/137) before printing its summary
-            "$py" benchmarks/gpu_check.py --summarise "$out/gpu_check.json" || cat "$out/gpu_check.json"
+            "$py" benchmarks/performance/gpu_check.py --summarise "$out/gpu_check.json" || cat "$out/gpu_check.json"
         fi
     else
         echo "gpu_check: no $out/gpu_check.json was written"

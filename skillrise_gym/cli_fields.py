@@ -1,6 +1,6 @@
 """Command-line flags from a config dataclass's fields, so a flag's default, type and help are stated once, on
 its field. The one way flags are made here: `skillrise-bench` (`BenchConfig`), `skillrise-train` (`TrainConfig`)
-and the experiment presets (benchmarks/transfer_experiment.py) all declare their fields with `option` and lay
+and the experiment presets (`transfer_experiment.py`, benchmarks/) all declare their fields with `option` and lay
 their flags out with `add_arguments`, so the same setting has the same name everywhere:
 
     @dataclass

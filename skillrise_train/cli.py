@@ -547,8 +547,8 @@ def _train(config: TrainConfig, ranks: Any, out: Path, resume_from: str | None, 
             f"(<action> tags), {report['tasks']} tasks ended with mean score {report['mean_score']:.2f} and "
             f"success {report['success']:.0%}; {report['curate_turns']} curate turns, "
             f"{report['curate_format_valid']:.0%} well-formed. Every turn: {out / 'turns.jsonl'}; per step: "
-            f"{out / 'metrics.jsonl'}. What learning across tasks looks like: benchmarks/transfer_experiment.py "
-            "(README, 'Transfer').", flush=True)
+            f"{out / 'metrics.jsonl'}. What learning across tasks looks like: transfer_experiment.py in "
+            "benchmarks/experiments/ (docs/results/index.md).", flush=True)
     return summary
 
 

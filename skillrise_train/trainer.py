@@ -92,7 +92,7 @@ def _turn_keys(samples: list[Any]) -> list[tuple[str, int]]:
 #: micro-batch token budget on a CPU (`--micro-batch-tokens -1`): larger passes are no faster there
 CPU_MICRO_BATCH_TOKENS = 1024
 #: GPU memory per token of a forward+backward pass, per unit of hidden width x layers (bytes): a bound a
-#: little above what benchmarks/results/gpu_check.json measured for SmolLM2-135M (docs/train.md, "On a GPU")
+#: little above what `gpu_check.py` (benchmarks/) measured for SmolLM2-135M (docs/train.md, "On a GPU")
 GPU_BYTES_PER_TOKEN_WIDTH_LAYER = 48
 
 

@@ -16,7 +16,7 @@ training sequences with a format agent that knows nothing about what is right:
 - With `documents="several"`, SOLVE turns read a document of several clauses by the clause about their
   task: when clauses name different actions, the one sharing words with the task's own wording decides
   (`named_action`); and half the reading notes hold several rules (below). "one" stays the default: with
-  "several" the transfer test at one rule per family did not learn (README, "Two rules per family", has
+  "several" the transfer test at one rule per family did not learn (docs/results/transfer-r2.md, has
   what each setting measured).
 - Reading examples (`reading` per sequence, carry mode skill): the sequence's first SOLVE prompt again, with
   a note as its document, clauses from *other* tasks' trajectories: one that names an admissible action
@@ -29,15 +29,15 @@ actions alone, and the notes come from other tasks, so the bin (or command) they
 task's. What the warm start gives is the behaviour an instruction-tuned model brings ("answer in the tags,
 read your notes, quote what happened"); which clause a curate turn should keep is left to RL, and only curate
 credit rewards it. The warm-started policy is measured on its own (the "untrained" policy of
-benchmarks/transfer_experiment.py): its random-clause documents already name the right bin now and then.
+`transfer_experiment.py`, benchmarks/): its random-clause documents already name the right bin now and then.
 
 Why reading examples: without them a note naming an action is rare in the examples (a random clause of a
-first task), and the tiny model stayed at chance on notes (figures: README, "Design"). Targets end with the tokenizer's end of
+first task), and the tiny model stayed at chance on notes (figures: docs/design.md, "The layers in brief"). Targets end with the tokenizer's end of
 sequence token so that generation stops after the closing tag.
 
 Why a decaying learning rate: with a constant one, which clause the model copies swung from checkpoint to
 checkpoint, so a fixed step count left some seeds without usable copies and RL with nothing to select.
-Cosine decay settles the end of the warm start (figures: README, "Transfer"). `check_format` measures what a warm start taught (the trainer prints it).
+Cosine decay settles the end of the warm start (figures: docs/results/transfer-r1.md). `check_format` measures what a warm start taught (the trainer prints it).
 """
 
 from __future__ import annotations
@@ -194,8 +194,8 @@ def several_reading_examples(env: Any, sequences: int, per_sequence: int, rng: n
     naming different actions, one about the item, the target the action of the one about the item. The
     clauses come from `pool_sequences` played training sequences (first admissible action, empty documents),
     the notes from `sequences` others, `per_sequence` drawn for each (those that come out one-clause are
-    dropped). For a reading-only warm start before the format warm start, and for
-    benchmarks/reading_probe.py."""
+    dropped). For a reading-only warm start before the format warm start, and for `reading_probe.py`
+    (benchmarks/)."""
     clauses: dict[str, None] = {}
     for _ in range(pool_sequences):
         obs, _info = env.reset(seed=int(rng.integers(2**31)))

@@ -99,3 +99,14 @@ def server(chat_server):
     chat_server.reset()
     yield chat_server
     chat_server.reset()
+
+
+# ----------------------------------------------------------------- benchmarks/experiments/transfer_experiment.py
+@pytest.fixture
+def transfer_experiment(monkeypatch):
+    """benchmarks.experiments.transfer_experiment, imported as any module; its `main` rebinds the module's
+    RESULTS to --results-dir, which is put back after the test so that no test sees another's folder."""
+    from benchmarks.experiments import transfer_experiment as module
+
+    monkeypatch.setattr(module, "RESULTS", module.RESULTS)
+    return module

@@ -8,22 +8,6 @@ import pytest
 from skillrise_gym.bench import metrics, plots
 
 
-def _benchmark_module(script: str, name: str, monkeypatch=None):
-    """benchmarks/<script>.py loaded as module `name` (registered in sys.modules through `monkeypatch`, for
-    dataclasses and pickling, when given)."""
-    import importlib.util
-    import sys
-    from pathlib import Path
-
-    path = Path(__file__).resolve().parent.parent / "benchmarks" / f"{script}.py"
-    spec = importlib.util.spec_from_file_location(name, path)
-    module = importlib.util.module_from_spec(spec)
-    if monkeypatch is not None:
-        monkeypatch.setitem(sys.modules, name, module)
-    spec.loader.exec_module(module)
-    return module
-
-
 def result(index: int, success: list[bool], K: int | None = None, **overrides) -> dict:
     K = K or len(success)
     row = {"K": K, "index": index, "family": "f", "success": success, "score": [float(s) for s in success],
@@ -179,10 +163,10 @@ def test_plots_have_integer_ticks_and_ci_bands(tmp_path, monkeypatch, mode):
     assert list(carry_vs_K.axes[0].get_xticks()) == [1, 2, 4] and len(_bands(carry_vs_K.axes[0])) == 3
 
 
-def test_transfer_experiment_plots(tmp_path, monkeypatch):
+def test_transfer_experiment_plots(tmp_path, monkeypatch, transfer_experiment):
     from pathlib import Path
 
-    module = _benchmark_module("transfer_experiment", "transfer_experiment_under_test", monkeypatch)
+    module = transfer_experiment
     monkeypatch.setattr(module, "RESULTS", tmp_path)
     figures = _capture_figures(monkeypatch, module)
     eval_K = [1, 2, 4, 6]
@@ -215,11 +199,11 @@ def test_transfer_experiment_plots(tmp_path, monkeypatch):
     assert all(list(ax.get_xticks()) == eval_K and len(_bands(ax)) == 3 for ax in vs_K.axes)
 
 
-def test_the_reading_check_scores_a_solver_on_the_perfect_curators_documents(tmp_path, monkeypatch):
-    """benchmarks/transfer_experiment.py's PerfectDocuments: the perfect curator's documents, solved by the
-    scripted perfect reader (reads the rule about the item) and by the latest-rule agent (follows the first
-    rule whatever the item): the first reads its own rule every time, the second about half the time."""
-    module = _benchmark_module("transfer_experiment", "transfer_experiment_reading", monkeypatch)
+def test_the_reading_check_scores_a_solver_on_the_perfect_curators_documents(tmp_path, transfer_experiment):
+    """benchmarks/experiments/transfer_experiment.py's PerfectDocuments: the perfect curator's documents, solved
+    by the scripted perfect reader (reads the rule about the item) and by the latest-rule agent (follows the
+    first rule whatever the item): the first reads its own rule every time, the second about half the time."""
+    module = transfer_experiment
     p = module.Preset(rules=2, bins=4, eval_sequences=60, eval_K=[4])
     shares = {}
     for name, keep in (("reader", True), ("latest", False)):
@@ -237,10 +221,12 @@ def test_the_reading_check_scores_a_solver_on_the_perfect_curators_documents(tmp
 
 
 def test_the_reading_probe_runs_and_appends_its_row(tmp_path, monkeypatch):
-    """benchmarks/reading_probe.py at toy size: notes of several rules only, a row with follow_several."""
+    """benchmarks/experiments/reading_probe.py at toy size: notes of several rules only, a row with
+    follow_several."""
     import json
 
-    module = _benchmark_module("reading_probe", "reading_probe_under_test", monkeypatch)
+    from benchmarks.experiments import reading_probe as module
+
     monkeypatch.setattr(module, "RESULTS", tmp_path / "probe.json")
     for _ in range(2):
         assert module.main(["--steps", "2", "--sequences", "3"]) == 0
@@ -250,10 +236,10 @@ def test_the_reading_probe_runs_and_appends_its_row(tmp_path, monkeypatch):
     assert rows[0]["follow_several"] is None or 0.0 <= rows[0]["follow_several"] <= 1.0
 
 
-def test_transfer_experiment_passes_its_pretrained_model_flags_on(tmp_path, monkeypatch):
+def test_transfer_experiment_passes_its_pretrained_model_flags_on(tmp_path, monkeypatch, transfer_experiment):
     """--warmstart-lr/--warmstart-batch/--lora reach the warm start, --dtype the arms' training (a bf16 sampler
     copy and an autocast update) and the evaluation's agent, --eval-carry the carry modes evaluated."""
-    module = _benchmark_module("transfer_experiment", "transfer_experiment_flags", monkeypatch)
+    module = transfer_experiment
     seen = {}
     monkeypatch.setattr(module, "run_seed", lambda p, work, args, log, shared: seen.setdefault("preset", p) and {
         "preset": {}, "arms": {}, "evaluations": {}, "ceilings": {}})
@@ -282,14 +268,14 @@ def test_transfer_experiment_passes_its_pretrained_model_flags_on(tmp_path, monk
     assert module.policy_agent("some/model", module.Preset()).dtype is None  # float32: the agent's default
 
 
-def test_transfer_experiment_reading_first_stage(tmp_path, monkeypatch):
+def test_transfer_experiment_reading_first_stage(tmp_path, transfer_experiment):
     """--warmstart-reading-first N: a reading-only warm start (notes of several rules) saved as a model folder
     that the format warm start starts from; reused when present; negative values are refused (exit 2)."""
     from pathlib import Path
 
     from skillrise_gym.models import is_model_folder
 
-    module = _benchmark_module("transfer_experiment", "transfer_experiment_reading_first", monkeypatch)
+    module = transfer_experiment
     p = module.Preset(rules=2, bins=4, K=2, warmstart_reading_first=2, warmstart_steps=0, warmstart_sequences=6,
                       warmstart_batch=4)
     start = module.untrained(p, tmp_path, print)
@@ -302,11 +288,11 @@ def test_transfer_experiment_reading_first_stage(tmp_path, monkeypatch):
     assert exit_info.value.code == 2
 
 
-def test_transfer_experiment_extends_a_finished_arm_only_when_asked(tmp_path, monkeypatch):
+def test_transfer_experiment_extends_a_finished_arm_only_when_asked(tmp_path, transfer_experiment):
     """An arm finished at 2 steps is reused at --steps 2, refused at --steps 3 (and 1) without --extend, and
     continued from its checkpoint to 3 with it: one record per step, the wall time summed, its earlier
     evaluations deleted so that the bench does not resume them for the new weights."""
-    module = _benchmark_module("transfer_experiment", "transfer_experiment_extend", monkeypatch)
+    module = transfer_experiment
     work = tmp_path / "work"
     p = module.Preset(K=2, G=2, S=1, steps=2, warmstart_steps=0, threads=1)
     first = module.train_arm("skillrise", "tiny", p, work, print)
@@ -328,7 +314,8 @@ def test_transfer_experiment_extends_a_finished_arm_only_when_asked(tmp_path, mo
     assert (work / "skillrise" / "checkpoint-2").is_dir()  # continued from it, not retrained from step 0
 
 
-def test_transfer_experiment_passes_its_penalties_to_every_arm_and_refuses_bad_ones(tmp_path, monkeypatch, capsys):
+def test_transfer_experiment_passes_its_penalties_to_every_arm_and_refuses_bad_ones(tmp_path, monkeypatch, capsys,
+                                                                                   transfer_experiment):
     """--invalid-penalty and --overlong-penalty reach each arm's TrainConfig (an open tag priced at least as a
     cut: README, "Training at K=5"); a negative or non-finite one is a one-line error (exit 2) before anything
     runs."""
@@ -337,7 +324,7 @@ def test_transfer_experiment_passes_its_penalties_to_every_arm_and_refuses_bad_o
 
     import skillrise_train.cli
 
-    module = _benchmark_module("transfer_experiment", "transfer_experiment_penalties", monkeypatch)
+    module = transfer_experiment
     seen = []
 
     def fake_run(config):
@@ -358,14 +345,15 @@ def test_transfer_experiment_passes_its_penalties_to_every_arm_and_refuses_bad_o
     assert not (tmp_path / "w").exists()  # refused before the work dir was made
 
 
-def test_transfer_experiment_starts_every_arm_from_init_and_refuses_a_bad_one(tmp_path, monkeypatch, capsys):
+def test_transfer_experiment_starts_every_arm_from_init_and_refuses_a_bad_one(tmp_path, monkeypatch, capsys,
+                                                                              transfer_experiment):
     """--init DIR (a curriculum: R=2 arms trained from an arm trained at R=1) replaces the format warm start as
     every arm's start and is evaluated as the "init" row; a folder that is no model nor adapter, or --init with
     the lamer arm (which starts from its reflection warm start), is a one-line error (exit 2) before anything
     runs."""
     from types import SimpleNamespace
 
-    module = _benchmark_module("transfer_experiment", "transfer_experiment_init", monkeypatch)
+    module = transfer_experiment
     init = tmp_path / "r1" / "final"
     init.mkdir(parents=True)
     (init / "config.json").write_text("{}")
@@ -393,11 +381,12 @@ def test_transfer_experiment_starts_every_arm_from_init_and_refuses_a_bad_one(tm
     assert not (tmp_path / "w").exists()  # refused before the work dir was made
 
 
-def test_transfer_experiment_warmstart_only_builds_the_warm_start_and_stops(tmp_path, monkeypatch, capsys):
+def test_transfer_experiment_warmstart_only_builds_the_warm_start_and_stops(tmp_path, monkeypatch, capsys,
+                                                                            transfer_experiment):
     """--warmstart-only builds the warm start per seed in the work dir (each seed's folder with --seeds) and
     stops: no arm, no evaluation, no results folder. With --init, or with nothing to build, it is a one-line
     error (exit 2)."""
-    module = _benchmark_module("transfer_experiment", "transfer_experiment_warmstart_only", monkeypatch)
+    module = transfer_experiment
     built = []
     monkeypatch.setattr(module, "untrained", lambda p, work, log: built.append((p.seed, work)) or str(work / "untrained"))
 
@@ -426,12 +415,12 @@ def test_transfer_experiment_warmstart_only_builds_the_warm_start_and_stops(tmp_
     assert not (tmp_path / "w2").exists()
 
 
-def test_transfer_experiment_help_explains_every_preset_flag(capsys, monkeypatch):
+def test_transfer_experiment_help_explains_every_preset_flag(capsys, transfer_experiment):
     """Every Preset field has a help text, shown by --help with its CPU default (and the GPU preset's where it
     differs); a flag left out keeps the preset's value."""
     from dataclasses import fields
 
-    module = _benchmark_module("transfer_experiment", "transfer_experiment_help", monkeypatch)
+    module = transfer_experiment
     assert all(spec.metadata.get("help") for spec in fields(module.Preset))
     with pytest.raises(SystemExit) as exited:
         module.main(["--help"])
@@ -442,10 +431,11 @@ def test_transfer_experiment_help_explains_every_preset_flag(capsys, monkeypatch
 
 
 def test_documents_by_position_counts_repeated_clauses_and_refuses_a_folder_that_is_no_work_dir(tmp_path, capsys):
-    """benchmarks/documents_by_position.py: a document stating one clause twice (case and spacing aside) counts
-    in `repeats_a_clause`, a document of distinct clauses or an unclosed one does not double count; a folder
-    without a SkillRise arm's turns is a one-line error (exit 2)."""
-    module = _benchmark_module("documents_by_position", "documents_by_position_under_test")
+    """benchmarks/experiments/documents_by_position.py: a document stating one clause twice (case and spacing
+    aside) counts in `repeats_a_clause`, a document of distinct clauses or an unclosed one does not double
+    count; a folder without a SkillRise arm's turns is a one-line error (exit 2)."""
+    from benchmarks.experiments import documents_by_position as module
+
     rows = [{"response": "<skill>and wood items go in the yellow bin; And wood items go in the  yellow bin</skill>"},
             {"response": "<skill>and wood items go in the yellow bin; and cork items go in the red bin</skill>"},
             {"response": "<skill>and cork items go in the red bin"},
@@ -463,9 +453,9 @@ def test_documents_by_position_reads_the_probe_and_the_evaluation_k_from_the_wor
     an R=1, N=3 run evaluated at K=3 gives two curate positions, the first document stating its task's rule."""
     import json
 
+    from benchmarks.experiments import documents_by_position as module
     from skillrise_gym.backends.rulebook import RulebookBackend
 
-    module = _benchmark_module("documents_by_position", "documents_by_position_reads_the_probe")
     test = RulebookBackend(rules=1, bins=3).list_tasks("test")
     tasks = [t for t in test if t.family == test[0].family][:3]
     rule = f"{tasks[0].payload['kind']} items go in the {tasks[0].payload['bin']} bin"
@@ -510,13 +500,14 @@ def test_documents_by_position_reads_the_probe_and_the_evaluation_k_from_the_wor
 
 
 def test_paired_positions_differences_two_rows_on_one_panel_and_refuses_bad_input(tmp_path, capsys):
-    """benchmarks/paired_positions.py: per sequence, the mean success at positions >= FROM of the arm minus the
-    reference's, on the panel both played; rows played on different panels are refused naming both hashes; a
-    missing row, an out-of-range position, rows without a sequence of that length or rows evaluated on another
-    probe (their manifests) is a one-line error (exit 2)."""
+    """benchmarks/experiments/paired_positions.py: per sequence, the mean success at positions >= FROM of the
+    arm minus the reference's, on the panel both played; rows played on different panels are refused naming
+    both hashes; a missing row, an out-of-range position, rows without a sequence of that length or rows
+    evaluated on another probe (their manifests) is a one-line error (exit 2)."""
     import json
 
-    module = _benchmark_module("paired_positions", "paired_positions_under_test")
+    from benchmarks.experiments import paired_positions as module
+
     work = tmp_path / "work"
     arm = work / "eval-bench" / "skillrise" / "carry-skill"
     reference = work / "eval-bench" / "latest-rule-only"
@@ -577,7 +568,8 @@ def test_documents_by_position_refuses_empty_or_damaged_records_and_a_bad_budget
     line each (exit 2), never a traceback."""
     import json
 
-    module = _benchmark_module("documents_by_position", "documents_by_position_bad_input")
+    from benchmarks.experiments import documents_by_position as module
+
     work = tmp_path / "work"
     (work / "eval-bench" / "skillrise" / "carry-skill").mkdir(parents=True)
     (work / "skillrise").mkdir()

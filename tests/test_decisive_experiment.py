@@ -1,28 +1,22 @@
-"""benchmarks/decisive_experiment.py at toy size: every stage through the real trainer and bench (the tiny
-offline model, 2 RL steps, 6 held-out sequences), resumed from its JSON, reported from the JSON alone, and
-its comparisons refused across panels."""
+"""benchmarks/experiments/decisive_experiment.py at toy size: every stage through the real trainer and bench
+(the tiny offline model, 2 RL steps, 6 held-out sequences), resumed from its JSON, reported from the JSON alone,
+and its comparisons refused across panels."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
-from pathlib import Path
 
 import pytest
 
 pytest.importorskip("trl")
 
-ROOT = Path(__file__).resolve().parent.parent
+from benchmarks.experiments import decisive_experiment  # noqa: E402
 
 
 @pytest.fixture
 def toy(monkeypatch):
-    path = ROOT / "benchmarks" / "decisive_experiment.py"
-    spec = importlib.util.spec_from_file_location("decisive_experiment_toy", path)
-    module = importlib.util.module_from_spec(spec)
-    monkeypatch.setitem(sys.modules, "decisive_experiment_toy", module)
-    spec.loader.exec_module(module)
+    """The experiment at toy sizes (its settings patched for the test, put back after it)."""
+    module = decisive_experiment
     te = module.te
     tiny = dict(model="tiny", lora=False, max_new_tokens=24, dtype="float32", threads=1, G=2, S=1, lr=1e-3)
     evaluation = dict(panel="test", eval_K=[6], eval_sequences=6, eval_carry=["skill"])
@@ -88,10 +82,7 @@ def test_status_and_a_bad_stage_prefix(toy, tmp_path, capsys):
 
 def test_the_stages_are_whole_seeds_in_order():
     """The inits first, then one RL seed of every R=2 arm from both inits at a time."""
-    spec = importlib.util.spec_from_file_location("decisive_experiment_order", ROOT / "benchmarks" / "decisive_experiment.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    names = module.stages()
+    names = decisive_experiment.stages()
     assert names[:4] == ["warmstart", "r1/skillrise-seed1", "r1/skillrise-seed2", "r2/reference"]
     assert len(names) == len(set(names)) == 4 + 2 * 3 * 3 + 2 + 4 + 2 * 3
     main = [n for n in names if n.startswith("r2/") and "seed" in n and "norepeat" not in n]

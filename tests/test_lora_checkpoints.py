@@ -9,7 +9,6 @@ from __future__ import annotations
 import importlib.util
 import json
 import shutil
-import sys
 from pathlib import Path
 
 import pytest
@@ -23,7 +22,6 @@ from skillrise_gym import models  # noqa: E402
 from skillrise_gym.bench.cli import main  # noqa: E402
 from skillrise_gym.models import ModelNotFoundError, build_tiny_model, load_model_and_tokenizer  # noqa: E402
 
-ROOT = Path(__file__).resolve().parents[1]
 PROMPT = "<|im_start|>user\npress red switch<|im_end|>\n<|im_start|>assistant\n"
 
 
@@ -206,11 +204,8 @@ def test_bench_evaluates_an_adapter(lora, tmp_path, monkeypatch, capsys):
     assert "--base-model" in capsys.readouterr().err
 
 
-def test_transfer_experiment_counts_a_lora_final_as_finished(lora, tmp_path, monkeypatch):
-    spec = importlib.util.spec_from_file_location("transfer_experiment", ROOT / "benchmarks" / "transfer_experiment.py")
-    experiment = importlib.util.module_from_spec(spec)
-    monkeypatch.setitem(sys.modules, spec.name, experiment)  # (its dataclasses look their module up)
-    spec.loader.exec_module(experiment)
+def test_transfer_experiment_counts_a_lora_final_as_finished(lora, tmp_path, monkeypatch, transfer_experiment):
+    experiment = transfer_experiment
 
     def train(config):
         raise AssertionError("a finished arm (its final/ a LoRA adapter) was trained again")
@@ -228,12 +223,10 @@ def test_transfer_experiment_counts_a_lora_final_as_finished(lora, tmp_path, mon
 
 
 @pytest.mark.slow
-def test_the_transfer_experiments_gpu_preset_runs_end_to_end_at_tiny_size_and_reuses_its_lora_arms(tmp_path, monkeypatch):
+def test_the_transfer_experiments_gpu_preset_runs_end_to_end_at_tiny_size_and_reuses_its_lora_arms(
+        tmp_path, monkeypatch, transfer_experiment):
     """--scale trains LoRA arms and evaluates their final/ adapters through the bench; a rerun reuses them."""
-    spec = importlib.util.spec_from_file_location("transfer_experiment", ROOT / "benchmarks" / "transfer_experiment.py")
-    experiment = importlib.util.module_from_spec(spec)
-    monkeypatch.setitem(sys.modules, spec.name, experiment)
-    spec.loader.exec_module(experiment)
+    experiment = transfer_experiment
     args = ["--scale", "--model", "tiny", "--steps", "1", "--K", "2", "--G", "2", "--S", "1", "--eval-sequences", "2",
             "--eval-K", "1", "2", "--arms", "skillrise", "grpo", "--max-new-tokens", "8",
             "--work-dir", str(tmp_path / "work"), "--results-dir", str(tmp_path / "results")]

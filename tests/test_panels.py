@@ -71,20 +71,12 @@ def test_the_bench_cli_names_the_panel_and_says_what_the_test_panel_is_for(tmp_p
     assert "panel: 'test' in the directory, 'dev' now" in capsys.readouterr().err
 
 
-def test_the_transfer_experiment_keeps_the_test_panel_for_reports(tmp_path, capsys, monkeypatch):
-    """benchmarks/transfer_experiment.py: evaluations play --panel dev by default; --panel test without
-    --report (a tuning run) is refused with what the test panel is for, before anything runs."""
-    import importlib.util
-    import sys
-    from pathlib import Path
-
-    path = Path(__file__).resolve().parent.parent / "benchmarks" / "transfer_experiment.py"
-    spec = importlib.util.spec_from_file_location("transfer_experiment_panels", path)
-    module = importlib.util.module_from_spec(spec)
-    monkeypatch.setitem(sys.modules, "transfer_experiment_panels", module)
-    spec.loader.exec_module(module)
-    assert module.Preset().panel == "dev"
+def test_the_transfer_experiment_keeps_the_test_panel_for_reports(tmp_path, capsys, transfer_experiment):
+    """benchmarks/experiments/transfer_experiment.py: evaluations play --panel dev by default; --panel test
+    without --report (a tuning run) is refused with what the test panel is for, before anything runs."""
+    assert transfer_experiment.Preset().panel == "dev"
     with pytest.raises(SystemExit) as exited:
-        module.main(["--panel", "test", "--work-dir", str(tmp_path / "w"), "--results-dir", str(tmp_path / "r")])
+        transfer_experiment.main(["--panel", "test", "--work-dir", str(tmp_path / "w"),
+                                  "--results-dir", str(tmp_path / "r")])
     assert exited.value.code == 2 and "the test panel is for reporting results" in capsys.readouterr().err
     assert not (tmp_path / "w").exists()

@@ -1,8 +1,8 @@
-"""Output folders of `skillrise-train`, `skillrise-bench` and benchmarks/transfer_experiment.py (issue 46,
-items 1-4 and part of 13): two experiments never share a work dir, the trainer never writes into or deletes
-a user's files, --fresh deletes only the experiment's own folders, --resume with other settings is refused
-naming each difference, a damaged record line is one line, and an output folder that is a file, sits under
-a file or has an unusable .lock is one line (exit 2) in both CLIs."""
+"""Output folders of `skillrise-train`, `skillrise-bench` and benchmarks/experiments/transfer_experiment.py
+(issue 46, items 1-4 and part of 13): two experiments never share a work dir, the trainer never writes into or
+deletes a user's files, --fresh deletes only the experiment's own folders, --resume with other settings is
+refused naming each difference, a damaged record line is one line, and an output folder that is a file, sits
+under a file or has an unusable .lock is one line (exit 2) in both CLIs."""
 
 from __future__ import annotations
 
@@ -39,20 +39,15 @@ def _copy(run: Path, tmp_path: Path) -> Path:
     return out
 
 
-def _experiment(monkeypatch, name: str):
-    from test_bench_metrics import _benchmark_module
-
-    return _benchmark_module("transfer_experiment", name, monkeypatch)
-
-
 # ------------------------------------------------------------------------ item 1: one experiment per work dir
-def test_a_second_experiment_on_a_work_dir_in_use_is_refused_before_it_touches_anything(tmp_path, monkeypatch, capsys):
+def test_a_second_experiment_on_a_work_dir_in_use_is_refused_before_it_touches_anything(tmp_path, monkeypatch, capsys,
+                                                                                         transfer_experiment):
     """A rerun (or a scheduler's retry) while the first experiment runs used to delete the running arm's folder;
     now the work dir is locked for the whole experiment and the second invocation stops at once, one line
     naming the folder."""
     from skillrise_gym.bench.store import _lock
 
-    module = _experiment(monkeypatch, "transfer_experiment_busy")
+    module = transfer_experiment
     ran = []
     monkeypatch.setattr(module, "run_seed", lambda *a, **k: ran.append(a) or {})
     work = tmp_path / "work"
@@ -70,13 +65,13 @@ def test_a_second_experiment_on_a_work_dir_in_use_is_refused_before_it_touches_a
     assert not ran and (work / "skillrise" / "metrics.jsonl").exists()
 
 
-def test_an_arm_folder_a_trainer_is_writing_to_is_never_deleted(tmp_path, monkeypatch):
+def test_an_arm_folder_a_trainer_is_writing_to_is_never_deleted(tmp_path, transfer_experiment):
     """train_arm removed an unfinished arm's folder with shutil.rmtree before the trainer took its lock: the
     folder of a trainer still running went. Now the trainer's --overwrite clears it under its lock, which a
     running trainer holds: refused, nothing deleted."""
     from skillrise_train.checkpoints import lock_output_dir
 
-    module = _experiment(monkeypatch, "transfer_experiment_arm_lock")
+    module = transfer_experiment
     work = tmp_path / "work"
     arm = work / "skillrise"
     arm.mkdir(parents=True)
@@ -96,13 +91,13 @@ def test_an_arm_folder_a_trainer_is_writing_to_is_never_deleted(tmp_path, monkey
     assert (evaluated / "manifest.json").exists()
 
 
-def test_an_arm_stopped_mid_run_is_continued_from_its_checkpoint_to_the_same_weights(tmp_path, monkeypatch):
+def test_an_arm_stopped_mid_run_is_continued_from_its_checkpoint_to_the_same_weights(tmp_path, transfer_experiment):
     """A long experiment's process ends with the session (the decisive experiment: 34 stages of ~35 min).
     With `save_every`, an arm stopped after a checkpoint is continued from it by the trainer's --resume, not
     started over, and ends with the bits of the run that never stopped; without it, it is started over."""
     import hashlib
 
-    module = _experiment(monkeypatch, "transfer_experiment_arm_resume")
+    module = transfer_experiment
     preset = module.Preset(K=2, G=2, S=1, steps=4, warmstart_steps=0, threads=1)
 
     def digest(folder: Path) -> str:
@@ -170,9 +165,9 @@ def test_a_run_folder_keeps_the_users_files_through_overwrite_and_a_fresh_resume
 
 
 # ------------------------------------------------------------------------ item 3: --fresh
-def test_fresh_deletes_only_the_experiments_own_folders(tmp_path, monkeypatch):
+def test_fresh_deletes_only_the_experiments_own_folders(tmp_path, monkeypatch, transfer_experiment):
     """--fresh used to rmtree the whole --work-dir, unrelated work included."""
-    module = _experiment(monkeypatch, "transfer_experiment_fresh")
+    module = transfer_experiment
     monkeypatch.setattr(module, "run_seed", lambda p, work, args, log, shared: {
         "preset": {}, "arms": {}, "evaluations": {}, "ceilings": {}})
     monkeypatch.setattr(module, "markdown", lambda report: "")
@@ -282,8 +277,9 @@ def test_resume_reads_a_record_whose_text_holds_other_line_breaks(one_step_run, 
     assert "\u2028and\x85more" in kept[1]["response"]
 
 
-def test_the_experiment_checks_its_evaluation_and_steps_before_any_warm_start(tmp_path, monkeypatch, capsys):
-    module = _experiment(monkeypatch, "transfer_experiment_checks")
+def test_the_experiment_checks_its_evaluation_and_steps_before_any_warm_start(tmp_path, monkeypatch, capsys,
+                                                                              transfer_experiment):
+    module = transfer_experiment
 
     def no_work(*_args, **_kwargs):
         raise AssertionError("the experiment started before checking its settings")

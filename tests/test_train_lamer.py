@@ -7,7 +7,6 @@ the env's end_on_success; what --algo lamer cannot use is refused with the reaso
 from __future__ import annotations
 
 import json
-import sys
 import zlib
 
 import numpy as np
@@ -221,17 +220,11 @@ def test_the_warm_start_teaches_reflections_for_lamer():
         assert note in clauses[:2] and ex.target == action_answer(named_action(actions, note))
 
 
-def test_the_transfer_experiment_runs_the_lamer_arm_with_repeat_mode(tmp_path):
-    """benchmarks/transfer_experiment.py --arms lamer --repeat-k 2 --feedback success at toy sizes: LaMer starts
-    from its own warm start (reflections), and every policy gets Pass@k in repeat mode beside the cross table."""
-    import importlib.util
-    from pathlib import Path
-
-    path = Path(__file__).resolve().parent.parent / "benchmarks" / "transfer_experiment.py"
-    spec = importlib.util.spec_from_file_location("transfer_experiment_lamer", path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up
-    spec.loader.exec_module(module)
+def test_the_transfer_experiment_runs_the_lamer_arm_with_repeat_mode(tmp_path, transfer_experiment):
+    """benchmarks/experiments/transfer_experiment.py --arms lamer --repeat-k 2 --feedback success at toy sizes:
+    LaMer starts from its own warm start (reflections), and every policy gets Pass@k in repeat mode beside the
+    cross table."""
+    module = transfer_experiment
     results = tmp_path / "results"
     code = module.main(["--arms", "lamer", "--feedback", "success", "--bins", "4", "--K", "2", "--repeat-k", "2",
                         "--eval-K", "2", "--steps", "1", "--warmstart-steps", "5", "--warmstart-sequences", "5",

@@ -19,7 +19,8 @@ the same episode as SkillRise (carry skill: its curate turns write the documents
 a GRPO policy that carried the rule as well as SkillRise's would fail it. Both seeds run here:
 before the warm start's cosine learning-rate decay, seed 1 did not learn (0.37 -> 0.40), and one seed
 could not show that. About 8 minutes on 2 cores; each seed's run is deterministic on one CPU build.
-The ablations (curate credit own / none) are measured by benchmarks/transfer_experiment.py (README 'Transfer').
+The ablations (curate credit own / none) are measured by benchmarks/experiments/transfer_experiment.py
+(README 'Transfer').
 """
 
 from __future__ import annotations

@@ -31,7 +31,7 @@ def test_analyzer_like_anserini_default():
 
 
 # Lucene 8.11's tokens (Anserini 0.14.3's DefaultEnglishAnalyzer, run from the pyserini 0.17.0 jar with
-# benchmarks/lucene_oracle/LuceneOracle.java) for each input
+# benchmarks/parity/lucene_oracle/LuceneOracle.java) for each input
 LUCENE_TOKENS = {
     "us": ["us"], "use": ["us"], "easy use": ["easi", "us"], "contact us": ["contact", "us"],
     "assembly": ["assembl"], "technology": ["technolog"], "m.2": ["m", "2"], "h.265": ["h", "265"],

@@ -129,8 +129,8 @@ def build_parser() -> argparse.ArgumentParser:
     llm.add_argument("--device", default="cpu", help="hf: torch device")
     llm.add_argument("--dtype", default=None, choices=DTYPES,
                      help="hf: the weights' dtype (default: float32 on a CPU, bfloat16 on a GPU that has it); "
-                          "bfloat16 decodes SmolLM2 1.4-1.8x faster on CPUs with bf16 units, greedy outputs "
-                          "drift from float32's (README, CPU generation)")
+                          "bfloat16 decodes faster on CPUs with bf16 units (slower where it is emulated), greedy "
+                          "outputs drift from float32's (docs/train.md, CPU generation)")
     llm.add_argument("--threads", type=int, default=0,
                      help="hf: torch CPU threads (0, the default: the cores other work leaves free by the 1-minute "
                           "load average)")
@@ -244,8 +244,8 @@ def _interrupt(signum: int, frame: Any) -> None:
 
 def _exit_promptly() -> None:
     """An interrupted run's process ends at once: at exit, `gc.freeze` takes the heap out of the last garbage
-    collections of the interpreter's teardown, which walk every object the run made (1-3 s on a loaded machine,
-    after the files are written and closed; measured: 1.3 s -> 0.1 s)."""
+    collections of the interpreter's teardown, which would walk every object the run made (seconds on a loaded
+    machine, after the files are written and closed)."""
     import atexit
     import gc
 

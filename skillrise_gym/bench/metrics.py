@@ -4,10 +4,10 @@ The unit of a CI is the sequence (tasks of one sequence share a family and a ski
 not independent). All rates are fractions in [0, 1]. Every statistic is {"mean", "ci": [low, high],
 "method"}, where "method" says how its CI was made:
 
-- "wilson": a success rate whose per-sequence values are all 0 or 1 (success or Pass@k at one position;
-  overall success when K = 1, or when every sequence solved all or none of its tasks): the Wilson score
-  interval for that many successes out of n sequences. Unlike a bootstrap it is never zero-width: 20/20 is
-  [0.839, 1], not [1, 1].
+- "wilson": a rate whose per-sequence values are all 0 or 1 (success or Pass@k at one position; overall
+  success when K = 1, or when every sequence solved all or none of its tasks; a score at one position where
+  scores are 0/1, as ALFWorld's): the Wilson score interval for that many successes out of n sequences.
+  Unlike a bootstrap it is never zero-width: 20/20 is [0.839, 1], not [1, 1].
 - "bootstrap": any other mean (overall success from fractional per-sequence means, scores, steps, seconds,
   paired differences): a seeded percentile bootstrap over the sequences.
 
@@ -33,8 +33,8 @@ import numpy as np
 BOOTSTRAP_SAMPLES = 2000
 CONFIDENCE = 0.95
 #: how the summary's CIs are made (recorded in it as "ci_method"; each statistic also names its own)
-CI_METHOD = ("wilson score interval for success rates of 0/1 outcomes (n = sequences); percentile bootstrap "
-             "over sequences for other means")
+CI_METHOD = ("wilson score interval for rates of 0/1 per-sequence outcomes (n = sequences); "
+             "percentile bootstrap over sequences for other means")
 
 
 def wilson_ci(successes: float, n: int, confidence: float = CONFIDENCE) -> tuple[float, float]:
@@ -73,7 +73,8 @@ def bootstrap_ci(values: np.ndarray, seed: int = 0, samples: int = BOOTSTRAP_SAM
 
 
 def _stat(values: np.ndarray, seed: int) -> dict[str, Any]:
-    """Mean and bootstrap CI of a non-binary quantity (score, steps, seconds, differences)."""
+    """Mean and percentile-bootstrap CI over sequences: scores, steps, seconds, paired differences, and success
+    rates whose per-sequence values are not all 0 or 1 (`_rate`)."""
     low, high = bootstrap_ci(values, seed)
     return {"mean": float(np.mean(values)), "ci": [float(low), float(high)], "method": "bootstrap"}
 
@@ -89,7 +90,8 @@ def _rate(values: np.ndarray, seed: int) -> dict[str, Any]:
 
 
 def _per_position(values: np.ndarray, seed: int) -> list[dict[str, Any]]:
-    """Success rates per column (position or attempt) of a (sequences, positions) array."""
+    """`_rate` of each column (position or attempt) of a (sequences, positions) array: Wilson for a column of
+    0/1 values (success, Pass@k, 0/1 scores), else the bootstrap."""
     return [_rate(column, seed) for column in np.asarray(values, dtype=float).T]
 
 

@@ -1,9 +1,11 @@
 """PNG plots of a bench summary: success by task position (one line per K) and success against K; for
 several carry modes, the same two side by side (one line per carry mode; one panel per K by position).
 
-Every line carries its 95% CI (the summary's "ci": Wilson for success rates, see bench.metrics) as a shaded
-band (a single point: an error bar); positions, attempts and K are integer ticks. matplotlib runs on the
-Agg backend (no display needed); figures are closed after saving.
+Every line carries its 95% CI (the summary's "ci": a Wilson score interval where every sequence's value is 0
+or 1, as success at one position; a bootstrap over sequences where they are fractions, as overall success
+averaged over several positions; see bench.metrics) as a shaded band (a single point: an error bar);
+positions, attempts and K are integer ticks. matplotlib runs on the Agg backend (no display needed); figures
+are closed after saving.
 """
 
 from __future__ import annotations

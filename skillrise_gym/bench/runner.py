@@ -11,7 +11,9 @@ Top to bottom:
    each round, every in-flight sequence's observation goes to the agent in one `act` call
    (batched agents batch it), and the answers are stepped together. A finished sequence is committed (its
    turns, then its result line) and its env slot takes the next sequence.
-4. Summaries: metrics with bootstrap CIs (summary.json), a Markdown table (summary.md and stdout), plots.
+4. Summaries: metrics with 95% CIs (summary.json; Wilson score intervals for rates of 0/1 outcomes, a
+   percentile bootstrap over sequences for other means: `bench.metrics`), a Markdown table (summary.md and
+   stdout), plots.
 
 Carry modes (`BenchConfig.carry`: what crosses from one task to the next, `prompts.CARRY_MODES`): the
 default, ``["skill"]`` alone, keeps the single-mode layout above. Several modes (or another single one) use

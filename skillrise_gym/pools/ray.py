@@ -1,7 +1,9 @@
 """`RayEnvPool`: `EnvPool`'s interface and failure contract (`BaseEnvPool`), with each env in its own Ray actor.
 
-For envs beyond one machine (DESIGN.md, "Scale": Ray actors for environment workers). The bench and the
-trainer take either pool (`pools.make_pool`); nothing above the pool changes:
+For more envs than one machine holds: a process pool is bounded by this machine's cores and memory (a
+ScienceWorld env is a JVM of about 1.2 GB), and Ray actors spread the envs over a cluster's nodes
+(docs/design.md, "Layers", item 4: envs in this process, in worker processes, or in Ray actors). The bench
+and the trainer take either pool (`pools.make_pool`); nothing above the pool changes:
 
     pool = RayEnvPool([env_fn("SkillRise-ScienceWorld-v0", K=3)] * 16, address="10.0.0.5:6379", memory=1.5e9)
     obs, info = pool.reset(0, seed=1)

@@ -2,8 +2,9 @@
 
 Where the time goes (textworld 1.7.0): loading and resetting a PDDL game builds `PddlState` twice (in
 `PddlEnv.load` and `PddlEnv.reset`), and each build calls `fast_downward.pddl2sas` twice (plain, and
-optimised for replanning): four PDDL-to-SAS translations, about 85% of a reset. Parsing the game's grammar
-(`textworld.envs.pddl.logic._parse_and_convert`, tatsu) is most of the rest. Both are pure functions of
+optimised for replanning): four PDDL-to-SAS translations, most of a reset. Parsing the game's grammar
+(`textworld.envs.pddl.logic._parse_and_convert`, tatsu) is most of the rest (reset and step times, stock and
+ours: `alfworld_env.py`, benchmarks/). Both are pure functions of
 their text inputs, and both are looked up as module attributes at call time, which gives a seam:
 `engine_caches(cache)` swaps in cached versions for the duration of a `with` block (our own loads and
 resets only: the stock engine in the same process is untouched).
@@ -213,7 +214,7 @@ def engine_caches(cache: TranslationCache | None, memo_parses: bool = True) -> I
 
 
 def _copy_context_sharing_values(context: dict) -> dict:
-    """textworld's `textgen.copy_context` without its two deep copies (~75% of a step's time).
+    """textworld's `textgen.copy_context` without its two deep copies (which dominated a step's time).
 
     The grammar derivation copies its context at every symbol and query; the copy's `variables` and `mapping`
     dicts must be new (the derivation adds entries to them) but their values (`EntityInfo`s, logic `Variable`s
@@ -244,8 +245,8 @@ _LAZY_STATE_CLASSES: dict[type, type] = {}
 
 
 def _lazy_replan_state_class(base: type) -> type:
-    """`PddlState` whose replanning task (the second, optimised PDDL-to-SAS translation each state makes,
-    about 45% of a cold reset) is translated only when the state first replans. fast-downward's
+    """`PddlState` whose replanning task (the second, optimised PDDL-to-SAS translation each state makes: half
+    the translations of a cold reset) is translated only when the state first replans. fast-downward's
     `load_sas_replan` just stores the text (`sas_replan = string(input)`) for `replan`; nothing else reads
     it, and our engine never replans (no `policy_commands`, walkthroughs come from the game files)."""
     cls = _LAZY_STATE_CLASSES.get(base)

@@ -96,7 +96,7 @@ class ScienceWorldBackend(Backend):
     difficulty: "fallback" (default: the task's typical gold length + variation/10000, the same on every
         machine, so a seed draws the same sequences everywhere), "cached" (gold path length where cached on
         disk, else the fallback: orders change as the cache fills), "gold" (compute missing gold paths in
-        `list_tasks`: slow, 0.1-9 s per variation).
+        `list_tasks`: slow, a JVM start and the engine's planner per variation).
     max_heap: JVM -Xmx value (default "1g"; None for the JVM default, which grows to several GB).
     deterministic: start the JVM with -XX:hashCode=2 (default True; see engine.py's docstring).
     jvm_options: extra JVM options.
@@ -379,7 +379,8 @@ class ScienceWorldBackend(Backend):
             raise
 
     def admissible_actions(self) -> list[str]:
-        """The engine's full valid action list for the current state (slow: 10-100 ms)."""
+        """The engine's full valid action list for the current state (slow next to a step: the engine
+        enumerates every action template with every combination of visible objects)."""
         self._require_episode()
         return self._observe(self._sim.valid_actions)
 
@@ -407,7 +408,7 @@ class ScienceWorldBackend(Backend):
         variation gave 96 or 108 steps after other load orders), so a missing path is computed in a JVM
         started for it alone and closed after: the same path in every process, whatever it loaded before,
         as a fresh stock `ScienceWorldEnv` gives it. The JVM holding the current task is not touched.
-        About two seconds per path (a JVM start), once per machine (the disk cache).
+        Each missing path costs a JVM start and the planner, once per machine (the disk cache).
         """
         simplifications = self.simplifications if simplifications is None else simplifications
         cached = catalog.read_gold(simplifications, self.deterministic, task_name, variation)

@@ -4,8 +4,8 @@
 * Split variation lists come from the engine (`getVariationsTrain/Dev/Test`) and are cached on disk per
   engine version, so listing tasks does not need a JVM after the first time.
 * Gold paths (the expert's actions; their length is the difficulty) are cached on disk, one small JSON file
-  per (engine version, JVM determinism flags, simplifications, task, variation). Computing one costs
-  0.1-9 s, so it happens on demand (expert use, `difficulty="gold"`, or
+  per (engine version, JVM determinism flags, simplifications, task, variation). Computing one is slow (a
+  JVM started for it and the engine's planner), so it happens on demand (expert use, `difficulty="gold"`, or
   `skillrise-data scienceworld --precompute-difficulty`), never implicitly for a whole split.
 """
 

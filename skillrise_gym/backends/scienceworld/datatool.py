@@ -19,7 +19,7 @@ from skillrise_gym.backends.base import SkillRiseError
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--simplifications", default="easy", help="engine simplifications (default: easy)")
     parser.add_argument(
-        "--precompute-difficulty", action="store_true", help="compute and cache missing gold paths (0.1-9 s each)"
+        "--precompute-difficulty", action="store_true", help="compute and cache missing gold paths (slow: a JVM start and the planner each)"
     )
     parser.add_argument("--split", choices=("train", "dev", "test"), action="append",
                         help="split(s) to precompute (repeatable; default: all)")

@@ -233,7 +233,8 @@ class ScienceWorldEngine:
                 jvm.call("restore RNG", jvm.set_rng_state, state)
 
     def valid_actions(self) -> list[str]:
-        """The engine's full valid action list for the current state (slow: 10-100 ms)."""
+        """The engine's full valid action list for the current state (slow next to a step: the engine
+        enumerates every action template with every combination of visible objects)."""
         jvm = self.live()
         return self.without_rng_side_effects(
             lambda: jvm.call("valid actions", lambda: jvm.strings(jvm.server.getValidActionObjectCombinations())),

@@ -264,10 +264,10 @@ class ScienceWorldJVM:
         self.dead_reason: str | None = None
         try:
             jvm = self.gateway.jvm
-            # The engine prints ~15 KB of debug text per step (possible referents, scores) to stdout, which a
-            # py4j thread in *this* process reads line by line: silencing it at the source makes steps 2-3x
-            # faster. Scala's Console captures System.out when first used, so this must come before any
-            # engine call.
+            # The engine prints kilobytes of debug text per step (possible referents, scores) to stdout, which
+            # a py4j thread in *this* process reads line by line: it is silenced at the source, so steps do not
+            # wait on that reader (docs/scienceworld.md, "Speed"). Scala's Console captures System.out when
+            # first used, so this must come before any engine call.
             jvm.java.lang.System.setOut(jvm.java.io.PrintStream(jvm.java.io.FileOutputStream(os.devnull)))
             self.server = jvm.scienceworld.runtime.pythonapi.PythonInterface()
             self._rng = jvm.java.lang.Class.forName("scala.util.Random$").getField("MODULE$").get(None).self()

@@ -67,7 +67,7 @@ class Shop:
     def build(cls, config: ShopConfig) -> "Shop":
         """Load (or generate) the catalog, draw prices and goals in upstream's order, index it."""
         # building allocates millions of long-lived objects; the cyclic GC would rescan them over and
-        # over (it doubles the build time at 10k products), and they hold no cycles worth collecting
+        # over (a large share of a big catalog's build time), and they hold no cycles worth collecting
         was_enabled = gc.isenabled()
         gc.disable()
         try:

@@ -93,10 +93,10 @@ x xl xxl s m l one two three four five six seven eight nine ten per
 def fallback_nouns(title: str) -> list[str]:
     """Offline stand-in for spaCy's NOUN/PROPN tokens: lower-cased alphabetic words (hyphen parts split, so
     "T-Shirt" gives "t" and "shirt", as spaCy's tokens) that are not function words or common title
-    adjectives. On the generated 1k catalog's titles it gives spaCy's en_core_web_sm noun list exactly for
-    78% of titles (the list before: 49%), and the type reward r_type of a random purchase differs from
-    spaCy's in 1.6% of 20,000 (goal, product) pairs (before: 5.7%); what remains is context (participles
-    and verbs such as "Wrapped", "Upgraded", "Eat", brand names spaCy reads as verbs)."""
+    adjectives. Where it differs from spaCy's en_core_web_sm it is context: participles and verbs such as
+    "Wrapped", "Upgraded", "Eat", brand names spaCy reads as verbs. How often the two agree on the generated
+    catalog (noun lists, and the type reward r_type of random purchases) is measured by
+    `webshop_noun_agreement.py` (benchmarks/; figures in docs/webshop.md, "Reward")."""
     return [w for w in re.findall(r"[a-z]+", title.lower()) if w not in _FALLBACK_STOP]
 
 

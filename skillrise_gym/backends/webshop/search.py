@@ -23,7 +23,7 @@ length against the exact average length.
 Han ideographs and Hiragana are one token per character, as in Lucene; digits Unicode files as No
 (superscripts, fractions) break words, as in UAX#29.
 
-Measured against Anserini 0.14.3 itself (`benchmarks/webshop_lucene_compare.py`, which needs the jar of the
+Measured against Anserini 0.14.3 itself (`webshop_lucene_compare.py`, benchmarks/, which needs the jar of the
 pyserini 0.17.0 wheel and a JDK; not part of the tests): on the default generated catalog, the top 50 of
 200 goal instructions and of 200 goal queries are identical, order included, and every document's tokens
 are Lucene's. What still differs (1 of upstream's 12,087 human instructions): emoji and other

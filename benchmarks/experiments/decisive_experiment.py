@@ -1,0 +1,514 @@
+"""The experiment that decides: SkillRise's curate credit against its matched controls, over RL seeds, on a
+test panel used once (issue 43).
+
+Every setting is fixed here, in `SETTINGS` and `STAGES`, before any result exists; the evaluation plays the
+reserved test panel (`skillrise_gym.panels`), which nothing else may tune on. Changing a setting is a commit,
+seen in the history, not a flag.
+
+Stages, in the order they run; each writes one JSON under benchmarks/results/decisive/ when it finishes, and a
+rerun skips every stage whose JSON is there, so the experiment resumes from what is committed, on any machine:
+
+    warmstart                  readfirst16's warm start (a reading-only LoRA merged in, then the format warm
+                               start on R=2, N=4 families): the starting point of every R=1 run
+    r1/<arm>-seed<s>           R=1, N=3, K=2, 25 RL steps from the warm start; held out on the R=1 test panel
+                               (K=6, 100 sequences). skillrise seed 1 is the init that curates, skillrise seed 2
+                               the init that cannot (the seed-2 kind: its curator copies its own answer)
+    r2/reference               the scripted rows (latest rule only, perfect curator) on the R=2 test panel
+    r2/<init>/<arm>-seed<s>    R=2, N=4, K=4, 40 RL steps from <init> (curates | cannot), arms skillrise, none,
+                               own, RL seeds 0 1 2; held out on the R=2 test panel (K=6, 100 sequences)
+    r2/<init>/init             the init itself, before any R=2 step, on the same panel
+    r2/<init>/norepeat-seed<s> last: SkillRise plus --repetition-penalty 2 (the document regrowth), a change of
+                               method with its own arm on the same panel, reported beside SkillRise
+
+Models live in --work-dir (default runs/decisive). A stage whose JSON is committed but whose model a later stage
+needs (a fresh machine) rebuilds it by the same code; each run records the digest of the weights it started
+from and ended with (`weights_digest`), and the report says when arms compared did not start from the same
+bits.
+
+    python benchmarks/experiments/decisive_experiment.py status            # what is done, what is left, its cost
+    python benchmarks/experiments/decisive_experiment.py run               # every unfinished stage, in order
+    python benchmarks/experiments/decisive_experiment.py run --only r1/    # the stages whose name starts so
+    python benchmarks/experiments/decisive_experiment.py report            # decisive.json and decisive.md from the stages
+
+The report (`analyse`): success on the test panel by arm x init x seed; per seed, SkillRise minus each control
+on the same 100 sequences (positions 2-5, the positions where a document of two rules can be read: the
+pre-registered measure), with a bootstrap CI over sequences; over seeds, the mean of the per-seed differences
+with a t interval over the 3 seeds (a run-level interval: run-to-run variance included, sequences not pooled),
+and how many seeds are positive.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import math
+import os
+import subprocess
+import sys
+import time
+from dataclasses import asdict, replace
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[2]  # the repo root (benchmarks/<kind>/<name>.py)
+if str(ROOT) not in sys.path:  # run as a file
+    sys.path.insert(0, str(ROOT))
+
+from benchmarks.experiments import documents_by_position  # noqa: E402
+from benchmarks.experiments import transfer_experiment as te  # noqa: E402
+
+RESULTS = ROOT / "benchmarks" / "results" / "decisive"
+
+#: what every stage shares (the R=2 curriculum's settings: benchmarks/results/r2_smollm2/README.md)
+SMOL = dict(model="smollm2-135m-instruct", lora=True, max_new_tokens=48, dtype="bfloat16", threads=2,
+            lr=1e-4, G=8, S=1, overlong_penalty=2.0)
+#: the warm start (readfirst16's); made once, seed 0
+WARMSTART = te.Preset(**{**SMOL, "rules": 2, "bins": 4, "K": 3, "warmstart_reading_first": 100,
+                         "warmstart_reading_rank": 16, "warmstart_steps": 200, "warmstart_batch": 8,
+                         "warmstart_lr": 1e-3, "warmstart_sequences": 300, "warmstart_documents": "several",
+                         "warmstart_reading": 16, "seed": 0})
+#: the held-out evaluation of every stage: the test panel, K=6, 100 sequences, carry skill, greedy
+EVALUATION = dict(panel="test", eval_K=[6], eval_sequences=100, eval_carry=["skill"], eval_temperature=0.0)
+R1 = te.Preset(**{**SMOL, **EVALUATION, "rules": 1, "bins": 3, "K": 2, "steps": 25, "warmstart_steps": 0})
+R2 = te.Preset(**{**SMOL, **EVALUATION, "rules": 2, "bins": 4, "K": 4, "steps": 40, "invalid_penalty": 2.0,
+                  "warmstart_steps": 0})
+SETTINGS = {"warmstart": WARMSTART, "r1": R1, "r2": R2}
+#: the R=1 SkillRise runs that are the two inits of the R=2 arms
+INITS = {"curates": 1, "cannot": 2}
+#: a checkpoint every this many RL steps: an arm stopped mid-run (a session's end) is continued from its newest
+#: complete checkpoint, exactly (skillrise-train --resume), not started over; not a setting of the science
+SAVE_EVERY = 5
+R2_ARMS = ("skillrise", "none", "own")
+#: a change of method with its own arm, run after the main arms: SkillRise plus --repetition-penalty 2 (the
+#: document regrowth); reported beside SkillRise, never folded into its figures
+R2_METHOD_ARMS = ("norepeat",)
+SEEDS = (0, 1, 2)
+#: the measure pre-registered for the paired comparisons: mean success at these positions (0-based) of K=6
+MEASURE = (2, 6)
+
+
+def stages() -> list[str]:
+    """Every stage's name, in the order `run` plays them: the inits first, then one RL seed of every R=2 arm
+    at a time (so a partial experiment is a whole seed), the R=1 rows between the first and second seed."""
+    names = ["warmstart"] + [f"r1/skillrise-seed{s}" for s in INITS.values()] + ["r2/reference"]
+    for seed in SEEDS:
+        for init in INITS:
+            names += [f"r2/{init}/{arm}-seed{seed}" for arm in R2_ARMS]
+            if seed == SEEDS[0]:
+                names.append(f"r2/{init}/init")
+        if seed == SEEDS[0]:
+            names += [f"r1/{arm}-seed{s}" for arm in ("skillrise", "none") for s in SEEDS
+                      if not (arm == "skillrise" and s in INITS.values())]
+    for seed in SEEDS:
+        for init in INITS:
+            names += [f"r2/{init}/{arm}-seed{seed}" for arm in R2_METHOD_ARMS]
+    return names
+
+
+#: rough CPU minutes of each kind of stage at 2 threads on the 2-core box (the repository's timings)
+COST_MINUTES = {"warmstart": 31, "r1": 12, "r2/reference": 1, "init": 5, "r2": 35}  # r2: an arm
+
+
+def cost(name: str) -> int:
+    if name in COST_MINUTES:
+        return COST_MINUTES[name]
+    if name.endswith("/init"):
+        return COST_MINUTES["init"]
+    return COST_MINUTES[name.split("/")[0]]
+
+
+def result_path(name: str, results: Path | None = None) -> Path:
+    return (results or RESULTS) / f"{name}.json"
+
+
+# ------------------------------------------------------------------------------------------ models
+def weights_digest(folder: Path) -> str:
+    """sha256 (16 hex digits) of a model folder's weight files (*.safetensors, *.bin, by relative path): two
+    folders with the same digest hold the same bits, wherever they were made."""
+    digest = hashlib.sha256()
+    files = sorted(p for p in folder.rglob("*") if p.is_file() and p.suffix in (".safetensors", ".bin"))
+    if not files:
+        raise FileNotFoundError(f"{folder} holds no weight file")
+    for path in files:
+        digest.update(str(path.relative_to(folder)).encode())
+        with path.open("rb") as handle:
+            for block in iter(lambda: handle.read(1 << 20), b""):
+                digest.update(block)
+    return digest.hexdigest()[:16]
+
+
+class Experiment:
+    def __init__(self, work: Path, results: Path, log: Any) -> None:
+        self.work, self.results, self.log = work, results, log
+        self.code = code_version()  # the code this process loaded, not the tree's when a stage ends
+
+    def warm_start(self) -> Path:
+        """The warm start's folder, built when absent."""
+        folder = self.work / "warmstart"
+        folder.mkdir(parents=True, exist_ok=True)
+        return Path(te.untrained(WARMSTART, folder, self.log))
+
+    def r1_final(self, arm: str, seed: int) -> Path:
+        """The R=1 run's final/ (trained when absent); its train_arm record."""
+        return self._r1(arm, seed)[0]
+
+    def _r1(self, arm: str, seed: int) -> tuple[Path, dict[str, Any], Path]:
+        start = self.warm_start()
+        work = self.work / "r1" / f"seed{seed}"
+        work.mkdir(parents=True, exist_ok=True)
+        p = replace(R1, seed=seed)
+        trained = te.train_arm(arm, str(start), p, work, self.log, save_every=SAVE_EVERY)
+        return work / arm / "final", trained, work
+
+    def _r2(self, init: str, arm: str, seed: int) -> tuple[Path, dict[str, Any], Path, Path]:
+        start = self.r1_final("skillrise", INITS[init])
+        work = self.work / "r2" / init / f"seed{seed}"
+        work.mkdir(parents=True, exist_ok=True)
+        p = replace(R2, seed=seed, init=str(start))
+        trained = te.train_arm(arm, str(start), p, work, self.log, save_every=SAVE_EVERY)
+        return work / arm / "final", trained, work, start
+
+    # ---------------------------------------------------------------------------------- stages
+    def run_stage(self, name: str) -> dict[str, Any]:
+        started = time.perf_counter()
+        if name == "warmstart":
+            folder = self.warm_start()
+            first = folder.parent / "reading-first"
+            record = {"model": {"digest": weights_digest(folder),
+                                **({"reading_first": weights_digest(first)} if first.is_dir() else {})},
+                      "settings": asdict(WARMSTART)}
+        elif name == "r2/reference":
+            record = {"rows": {}}
+            work = self.work / "r2" / "reference"
+            for keep, row in ((False, "latest-rule-only"), (True, "perfect-curator")):
+                evaluation = te.evaluate(row, None, R2, work, self.log, agent=te.ScriptedCurator(keep),
+                                         carry=("skill",), reading=False)
+                record["rows"][row] = self.held_out(evaluation, R2)
+            record["settings"] = asdict(R2)
+        elif name.startswith("r1/"):
+            arm, seed = name[3:].rsplit("-seed", 1)
+            final, trained, work = self._r1(arm, int(seed))
+            record = self.trained_record(arm, final, trained, work, replace(R1, seed=int(seed)),
+                                         start=self.work / "warmstart" / "untrained")
+        elif name.endswith("/init"):
+            init = name.split("/")[1]
+            start = self.r1_final("skillrise", INITS[init])
+            episode_of = self._r2(init, "skillrise", SEEDS[0])[0]  # the R=2 arms' episode (trained first)
+            p = replace(R2, init=str(start))
+            work = self.work / "r2" / init / "init"
+            evaluation = te.evaluate("init", str(start), p, work, self.log, carry=("skill",),
+                                     episode=te.arm_episode(episode_of), reading=False)
+            record = {"model": {"path": str(start), "digest": weights_digest(start)},
+                      "evaluation": self.held_out(evaluation, p), "settings": asdict(p)}
+        else:
+            _, init, rest = name.split("/")
+            arm, seed = rest.rsplit("-seed", 1)
+            final, trained, work, start = self._r2(init, arm, int(seed))
+            record = self.trained_record(arm, final, trained, work, replace(R2, seed=int(seed), init=str(start)),
+                                         start=start)
+        record.update(stage=name, code=self.code, machine={"cpus": os.cpu_count()},
+                      stage_wall_seconds=round(time.perf_counter() - started, 1))
+        return record
+
+    def trained_record(self, arm: str, final: Path, trained: dict[str, Any], work: Path, p: te.Preset,
+                       start: Path) -> dict[str, Any]:
+        episode = te.arm_episode(final)
+        evaluation = te.evaluate(arm, str(final), p, work, self.log, carry=("skill",), episode=episode,
+                                 reading=False)
+        return {"arm": arm, "settings": asdict(p), "episode": episode.spec.to_dict(),
+                "start": {"path": str(start), "digest": weights_digest(start)},
+                "model": {"digest": weights_digest(final)},
+                "train_wall_seconds": trained["wall_seconds"], "curve": trained["curve"],
+                "evaluation": self.held_out(evaluation, p),
+                "documents_by_position": documents_by_position.summarise(work, p.max_new_tokens, arm)}
+
+    def held_out(self, evaluation: dict[str, Any], p: te.Preset) -> dict[str, Any]:
+        """An evaluation's figures at K=6 with carry skill, and every sequence's success by position (what
+        the paired comparisons are computed from)."""
+        from skillrise_gym.bench.store import carry_run_dir
+        from skillrise_gym.records import iter_jsonl
+
+        K = str(max(p.eval_K))
+        block = evaluation["by_carry"]["skill"][K]
+        rows = sorted((r for r in iter_jsonl(carry_run_dir(Path(evaluation["bench_dir"]), "skill") / "results.jsonl")
+                       if str(r["K"]) == K), key=lambda r: r["index"])
+        return {"K": int(K), "panel": {**evaluation["panel"], "hash": evaluation["panel"]["hash_by_K"][K]},
+                "success": block["success"], "success_by_position": block["success_by_position"],
+                "invalid_format_rate": block["invalid_format_rate"],
+                "documents": evaluation["documents"].get(K, {}),
+                "per_sequence": {r["sequence_id"]: [int(bool(s)) for s in r["success"]] for r in rows}}
+
+
+def code_version() -> dict[str, Any]:
+    """The commit the stage ran and whether the tree had uncommitted changes."""
+    def git(*args: str) -> str:
+        try:
+            return subprocess.run(["git", *args], cwd=ROOT, capture_output=True, text=True, timeout=30).stdout.strip()
+        except (OSError, subprocess.SubprocessError):
+            return ""
+
+    dirty = git("status", "--porcelain", "--", "skillrise_gym", "skillrise_train",
+                "benchmarks/experiments/transfer_experiment.py", "benchmarks/experiments/decisive_experiment.py")
+    return {"commit": git("rev-parse", "HEAD")[:12] or None, "dirty": bool(dirty)}
+
+
+# ------------------------------------------------------------------------------------------ analysis
+T_975 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571}
+
+
+def measure(per_sequence: dict[str, list[int]]) -> dict[str, float]:
+    """sequence id -> mean success at the pre-registered positions (`MEASURE`)."""
+    a, b = MEASURE
+    return {s: sum(v[a:b]) / (b - a) for s, v in per_sequence.items()}
+
+
+def paired(mine: dict[str, Any], other: dict[str, Any], seed: int = 0) -> dict[str, Any]:
+    """`mine` minus `other` on the one panel both played (refused otherwise): the mean per-sequence difference
+    of `measure`, with a bootstrap 95% CI over sequences."""
+    import numpy as np
+
+    from skillrise_gym.bench.metrics import bootstrap_ci
+    from skillrise_gym.panels import check_same_panel
+
+    check_same_panel((mine["what"], mine["evaluation"]["panel"]["hash"]),
+                     (other["what"], other["evaluation"]["panel"]["hash"]))
+    a, b = measure(mine["evaluation"]["per_sequence"]), measure(other["evaluation"]["per_sequence"])
+    diffs = np.array([a[s] - b[s] for s in sorted(a)])
+    low, high = bootstrap_ci(diffs, seed=seed)
+    return {"difference": round(float(diffs.mean()), 4), "ci": [round(float(low), 4), round(float(high), 4)],
+            "sequences": len(diffs)}
+
+
+def over_seeds(values: list[float]) -> dict[str, Any]:
+    """The mean of per-seed values with a t 95% interval over seeds (None with fewer than 2)."""
+    n = len(values)
+    mean = sum(values) / n
+    if n < 2:
+        return {"mean": round(mean, 4), "ci": None, "seeds": n, "positive": sum(v > 0 for v in values)}
+    sd = math.sqrt(sum((v - mean) ** 2 for v in values) / (n - 1))
+    half = T_975.get(n - 1, 1.96) * sd / math.sqrt(n)
+    return {"mean": round(mean, 4), "ci": [round(mean - half, 4), round(mean + half, 4)], "seeds": n,
+            "positive": sum(v > 0 for v in values)}
+
+
+def load_stages(results: Path) -> dict[str, dict[str, Any]]:
+    found = {}
+    for name in stages():
+        path = result_path(name, results)
+        if path.is_file():
+            record = json.loads(path.read_text())
+            record["what"] = name
+            found[name] = record
+    return found
+
+
+def analyse(results: Path) -> dict[str, Any]:
+    """The report of what has finished: every figure computed from the stages' JSON."""
+    done = load_stages(results)
+    report: dict[str, Any] = {
+        "what": __doc__.split("\n\n")[0].replace("\n", " "),
+        "measure": f"mean success at positions {MEASURE[0]}-{MEASURE[1] - 1} (0-based) of K=6, test panel",
+        "interval": "per seed: bootstrap 95% CI over the panel's sequences; over seeds: mean of the per-seed "
+                    "differences, t 95% interval over seeds (df = seeds - 1)",
+        "stages_done": sorted(done), "stages_left": [n for n in stages() if n not in done],
+        "r2": {}, "r1": {}, "reference": {}}
+    if "r2/reference" in done:
+        report["reference"] = {row: summary_of(ev) for row, ev in done["r2/reference"]["rows"].items()}
+    for init in INITS:
+        section: dict[str, Any] = {"arms": {}, "paired": {}, "init": None}
+        if f"r2/{init}/init" in done:
+            section["init"] = summary_of(done[f"r2/{init}/init"]["evaluation"])
+        starts = set()
+        for arm in R2_ARMS + R2_METHOD_ARMS:
+            for seed in SEEDS:
+                record = done.get(f"r2/{init}/{arm}-seed{seed}")
+                if record:
+                    section["arms"].setdefault(arm, {})[str(seed)] = {
+                        **summary_of(record["evaluation"]), "documents": document_figures(record),
+                        "start_digest": record["start"]["digest"]}
+                    starts.add(record["start"]["digest"])
+        section["same_start"] = len(starts) <= 1
+        comparisons = [("skillrise", c) for c in [a for a in R2_ARMS if a != "skillrise"] + ["init"]]
+        comparisons += [(m, c) for m in R2_METHOD_ARMS for c in ("skillrise", "none")]
+        for arm, control in comparisons:
+            per_seed = {}
+            for seed in SEEDS:
+                mine = done.get(f"r2/{init}/{arm}-seed{seed}")
+                other = done.get(f"r2/{init}/init" if control == "init" else f"r2/{init}/{control}-seed{seed}")
+                if mine and other:
+                    per_seed[str(seed)] = paired(mine, other, seed=seed)
+            if per_seed:
+                section["paired"][f"{arm} - {control}"] = {
+                    "per_seed": per_seed, "over_seeds": over_seeds([d["difference"] for d in per_seed.values()])}
+        report["r2"][init] = section
+    for arm in ("skillrise", "none"):
+        for seed in SEEDS:
+            record = done.get(f"r1/{arm}-seed{seed}")
+            if record:
+                report["r1"].setdefault(arm, {})[str(seed)] = {**summary_of(record["evaluation"]),
+                                                              "documents": record["evaluation"]["documents"]}
+    pairs = {}
+    for seed in SEEDS:
+        mine, other = done.get(f"r1/skillrise-seed{seed}"), done.get(f"r1/none-seed{seed}")
+        if mine and other:
+            pairs[str(seed)] = paired(mine, other, seed=seed)
+    if pairs:
+        report["r1_paired"] = {"skillrise - none": {"per_seed": pairs,
+                                                    "over_seeds": over_seeds([d["difference"] for d in pairs.values()])}}
+    return report
+
+
+def document_figures(record: dict[str, Any]) -> dict[str, Any]:
+    """What a trained arm's held-out documents hold: shares of curate turns stating every rule so far, keeping
+    an earlier rule, repeating a clause (mean over curate positions: the regrowth pathology), and curate
+    completions cut at the token budget."""
+    held = record["evaluation"]["documents"]
+    by_position = record.get("documents_by_position") or {}
+    repeats = [r["repeats_a_clause"] for r in by_position.get("evaluation_by_curate_position", [])]
+    return {"states_all": held.get("states_all"), "keeps_earlier": held.get("keeps_earlier"),
+            "repeats_a_clause": round(sum(repeats) / len(repeats), 4) if repeats else None,
+            "cut": (by_position.get("evaluation_curate") or {}).get("cut")}
+
+
+def summary_of(evaluation: dict[str, Any]) -> dict[str, Any]:
+    a, b = MEASURE
+    per = list(evaluation["per_sequence"].values())
+    return {"success": round(evaluation["success"]["mean"], 4), "ci": [round(x, 4) for x in evaluation["success"]["ci"]],
+            "by_position": [round(x["mean"], 4) for x in evaluation["success_by_position"]],
+            "measure": round(sum(sum(v[a:b]) / (b - a) for v in per) / len(per), 4),
+            "panel": evaluation["panel"]["hash"]}
+
+
+def markdown(report: dict[str, Any]) -> str:
+    """decisive.md: the report's tables, rendered from decisive.json alone."""
+    lines = ["# The decisive experiment (generated by `python benchmarks/experiments/decisive_experiment.py report`; do not edit)",
+             "", f"Measure: {report['measure']}. Intervals: {report['interval']}.", "",
+             f"Stages done: {len(report['stages_done'])} of {len(report['stages_done']) + len(report['stages_left'])}"
+             + (f"; left: {', '.join(report['stages_left'])}" if report["stages_left"] else ""), ""]
+
+    def fmt(x: Any) -> str:
+        return "-" if x is None else f"{x:+.3f}" if isinstance(x, float) else str(x)
+
+    def interval(ci: Any) -> str:
+        return "-" if not ci else f"[{ci[0]:+.3f}, {ci[1]:+.3f}]"
+
+    if report["reference"]:
+        lines += ["Scripted rows on the R=2 test panel: " + "; ".join(
+            f"{row} {r['success']:.2f} (positions 2-5 {r['measure']:.2f})" for row, r in report["reference"].items()), ""]
+    for init, section in report["r2"].items():
+        if not section["arms"] and not section["init"]:
+            continue
+        lines += [f"## R=2 from the init that {'curates' if init == 'curates' else 'cannot curate'} "
+                  f"(R=1 SkillRise, seed {INITS[init]})", ""]
+        if not section["same_start"]:
+            lines += ["**Warning: these arms did not all start from the same init bits** (the init was rebuilt "
+                      "between stages); their comparisons are not paired on the init.", ""]
+        lines += ["| arm | seed | success [95% CI] | positions 2-5 | by position | documents: every rule / keeps / "
+                  "repeats a clause / cut |", "|---|---|---|---|---|---|"]
+        if section["init"]:
+            r = section["init"]
+            lines.append(f"| init (no R=2 step) | - | {r['success']:.2f} [{r['ci'][0]:.2f}, {r['ci'][1]:.2f}] | "
+                         f"{r['measure']:.2f} | {' / '.join(f'{x:.2f}' for x in r['by_position'])} | |")
+        for arm, seeds in section["arms"].items():
+            for seed, r in seeds.items():
+                d = r["documents"]
+                docs = " / ".join("-" if d.get(k) is None else f"{d[k]:.2f}"
+                                  for k in ("states_all", "keeps_earlier", "repeats_a_clause", "cut"))
+                lines.append(f"| {arm} | {seed} | {r['success']:.2f} [{r['ci'][0]:.2f}, {r['ci'][1]:.2f}] | "
+                             f"{r['measure']:.2f} | {' / '.join(f'{x:.2f}' for x in r['by_position'])} | {docs} |")
+        lines += ["", "| comparison | per seed: difference [bootstrap CI] | over seeds: mean [t interval] | seeds > 0 |",
+                  "|---|---|---|---|"]
+        for name, block in section["paired"].items():
+            per = "; ".join(f"seed {s}: {fmt(d['difference'])} {interval(d['ci'])}" for s, d in block["per_seed"].items())
+            o = block["over_seeds"]
+            lines.append(f"| {name} | {per} | {fmt(o['mean'])} {interval(o['ci'])} | {o['positive']} of {o['seeds']} |")
+        lines.append("")
+    if report["r1"]:
+        lines += ["## R=1 (N=3, K=2 training), on the R=1 test panel", "",
+                  "| arm | seed | success [95% CI] | by position | documents state the rule |", "|---|---|---|---|---|"]
+        for arm, seeds in report["r1"].items():
+            for seed, r in seeds.items():
+                d = r["documents"].get("states_all")
+                lines.append(f"| {arm} | {seed} | {r['success']:.2f} [{r['ci'][0]:.2f}, {r['ci'][1]:.2f}] | "
+                             f"{' / '.join(f'{x:.2f}' for x in r['by_position'])} | {'-' if d is None else f'{d:.2f}'} |")
+        if "r1_paired" in report:
+            block = report["r1_paired"]["skillrise - none"]
+            o = block["over_seeds"]
+            lines += ["", "skillrise - none at R=1, positions 2-5: " + "; ".join(
+                f"seed {s}: {fmt(d['difference'])} {interval(d['ci'])}" for s, d in block["per_seed"].items())
+                + f"; over seeds {fmt(o['mean'])} {interval(o['ci'])}"]
+        lines.append("")
+    return "\n".join(lines)
+
+
+# ------------------------------------------------------------------------------------------ main
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                     formatter_class=argparse.RawDescriptionHelpFormatter,
+                                     epilog="Each stage writes benchmarks/results/decisive/<stage>.json (--results-dir) "
+                                            "when it finishes;\n`report` writes decisive.json and decisive.md there.\n\n"
+                                            "Stages:\n  " + "\n  ".join(stages()))
+    parser.add_argument("command", choices=["status", "run", "report"])
+    parser.add_argument("--only", nargs="+", default=None, metavar="PREFIX",
+                        help="run only the stages whose name starts with one of these")
+    parser.add_argument("--work-dir", default=str(ROOT / "runs" / "decisive"), help="where the models are made")
+    parser.add_argument("--results-dir", default=str(RESULTS), help="where each stage's JSON and the report go")
+    args = parser.parse_args(argv)
+    results = Path(args.results_dir)
+    names = [n for n in stages() if not args.only or any(n.startswith(p) for p in args.only)]
+    if args.only and not names:
+        parser.error(f"no stage starts with {' or '.join(args.only)}; the stages are listed in --help")
+    if args.command == "status":
+        left = [n for n in names if not result_path(n, results).is_file()]
+        for name in names:
+            print(f"{'done' if name not in left else 'left'}  {name}")
+        print(f"{len(names) - len(left)} of {len(names)} stages done; about {sum(cost(n) for n in left)} CPU minutes "
+              "left at 2 threads on a 2-core machine")
+        return 0
+    if args.command == "report":
+        report = analyse(results)
+        results.mkdir(parents=True, exist_ok=True)
+        (results / "decisive.json").write_text(json.dumps(report, indent=1) + "\n")
+        (results / "decisive.md").write_text(markdown(report))
+        print(markdown(report))
+        return 0
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+    def log(message: str) -> None:
+        print(f"[{time.strftime('%H:%M:%S')}] {message}", flush=True)
+
+    # one code version per process: every module a stage imports is imported now, so edits of the tree while
+    # the experiment runs for hours cannot mix into it (a lazily imported newer cli.py once met an older
+    # TrainConfig); the commit recorded in each stage is the code loaded here
+    import skillrise_gym.agents.hf_agent  # noqa: F401
+    import skillrise_gym.bench.runner  # noqa: F401
+    import skillrise_train.cli  # noqa: F401
+    import skillrise_train.trainer  # noqa: F401
+
+    work = Path(args.work_dir)
+    held = te.lock_work_dir(work)
+    try:
+        experiment = Experiment(work, results, log)
+        for name in names:
+            path = result_path(name, results)
+            if path.is_file():
+                continue
+            log(f"stage {name}")
+            record = experiment.run_stage(name)
+            path.parent.mkdir(parents=True, exist_ok=True)
+            scratch = path.with_suffix(".json.tmp")
+            scratch.write_text(json.dumps(record, indent=1) + "\n")
+            scratch.replace(path)
+            log(f"stage {name} done in {record['stage_wall_seconds']:.0f} s: {path}")
+    except te.Refused as exc:
+        print(f"decisive_experiment: error: {exc.message}", file=sys.stderr, flush=True)
+        return 2
+    finally:
+        held.close()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

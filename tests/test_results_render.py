@@ -1,0 +1,95 @@
+"""Results are generated, never copied (issue 47): every marked results block in README.md and docs/ is what
+scripts/render_results.py renders from the committed JSON; a stale block, a JSON of an unknown shape and a
+bad marker are errors naming the file (and the field or the line)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "scripts"))
+
+import render_results  # noqa: E402
+from results_tables import TABLES, RenderError, Results  # noqa: E402
+from results_tables.blocks import blocks, replace_blocks  # noqa: E402
+
+
+def test_every_results_block_in_the_readme_and_docs_is_what_the_json_gives(capsys):
+    """The regeneration test: rerendering changes nothing. If it fails, a JSON changed (or a block was edited by
+    hand): run `python scripts/render_results.py` and commit the result."""
+    assert render_results.main(["--check"]) == 0, capsys.readouterr().err
+    used = set()
+    for path in render_results.documents():
+        if path.is_file():
+            used.update(b.name for b in blocks(path.read_text(encoding="utf-8"), path))
+    assert used == set(TABLES), f"registered but used nowhere: {set(TABLES) - used}"
+    assert "transfer/r1-tiny" in {b.name for b in blocks((ROOT / "README.md").read_text(encoding="utf-8"))}
+
+
+def _repo(tmp_path: Path, page: str) -> Path:
+    """A repository of one docs page and a copy of the committed results."""
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "docs" / "page.md").write_text(page, encoding="utf-8")
+    shutil.copytree(ROOT / "benchmarks" / "results", tmp_path / "benchmarks" / "results",
+                    ignore=shutil.ignore_patterns("*.png", "decisive"))
+    return tmp_path
+
+
+def test_a_stale_block_is_named_by_check_and_rewritten_without_it(tmp_path, capsys):
+    root = _repo(tmp_path, "# Page\n\nbefore\n<!-- results: transfer/r1-tiny -->\n| typed | by hand |\n"
+                           "<!-- /results -->\nafter\n")
+    assert render_results.main(["--check", "--root", str(root)]) == 1
+    assert "docs/page.md: stale" in capsys.readouterr().err
+    assert "typed" in (root / "docs" / "page.md").read_text()  # --check writes nothing
+    assert render_results.main(["--root", str(root)]) == 0
+    text = (root / "docs" / "page.md").read_text()
+    assert "typed" not in text and "**SkillRise**" in text and text.startswith("# Page\n\nbefore\n")
+    assert text.endswith("<!-- /results -->\nafter\n")
+    assert render_results.main(["--check", "--root", str(root)]) == 0
+
+
+def test_a_json_of_an_unknown_shape_names_the_file_and_the_missing_field(tmp_path, capsys):
+    root = _repo(tmp_path, "<!-- results: transfer/r1-tiny -->\n<!-- /results -->\n")
+    path = root / "benchmarks" / "results" / "transfer_experiment.json"
+    data = json.loads(path.read_text())
+    del data["evaluations"]["skillrise"]["by_carry"]["skill"]["6"]
+    path.write_text(json.dumps(data))
+    assert render_results.main(["--root", str(root)]) == 2
+    err = capsys.readouterr().err
+    assert "benchmarks/results/transfer_experiment.json" in err
+    assert "evaluations.skillrise.by_carry.skill.6" in err
+    path.write_text("{not json")
+    assert render_results.main(["--root", str(root)]) == 2
+    assert "transfer_experiment.json: not JSON" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("page, said", [
+    ("x\n<!-- results: no/such-table -->\n<!-- /results -->\n", "docs/page.md:2: unknown results table 'no/such-table'"),
+    ("<!-- results: transfer/r1-tiny -->\nno end\n", "docs/page.md:1: the block 'transfer/r1-tiny' is never closed"),
+    ("a\nb\n<!-- /results -->\n", "docs/page.md:3: <!-- /results --> with no block open"),
+    ("<!-- results transfer/r1-tiny -->\n", "docs/page.md:1: malformed results marker"),
+], ids=["unknown", "unclosed", "stray-close", "malformed"])
+def test_a_bad_marker_is_an_error_naming_the_file_and_line(tmp_path, capsys, page, said):
+    root = _repo(tmp_path, page)
+    before = (root / "docs" / "page.md").read_text()
+    assert render_results.main(["--root", str(root)]) == 2
+    assert said in capsys.readouterr().err
+    assert (root / "docs" / "page.md").read_text() == before  # loses nothing
+
+
+def test_blocks_are_replaced_in_place_and_the_rest_kept_byte_for_byte():
+    text = "a\n<!-- results: t -->\nold\nold\n<!-- /results -->\nb\n<!-- results: t -->\n<!-- /results -->"
+    assert replace_blocks(text, {"t": "new\n"}) == ("a\n<!-- results: t -->\nnew\n<!-- /results -->\nb\n"
+                                                    "<!-- results: t -->\nnew\n<!-- /results -->")
+
+
+def test_the_tables_render_from_the_committed_json_alone():
+    results = Results(ROOT / "benchmarks" / "results")
+    for name, render in TABLES.items():
+        text = render(results)
+        assert "Rendered from `benchmarks/results/" in text, name
