@@ -92,4 +92,23 @@ def test_the_tables_render_from_the_committed_json_alone():
     results = Results(ROOT / "benchmarks" / "results")
     for name, render in TABLES.items():
         text = render(results)
-        assert "Rendered from `benchmarks/results/" in text, name
+        assert "Rendered from `benchmarks/results/" in text or "Not reported yet" in text, name
+
+
+def test_the_decisive_report_is_rendered_by_the_experiments_own_markdown_once_written(tmp_path):
+    """Before `decisive_experiment.py report` the block says so; after, it is the report's tables (the same
+    renderer as decisive.md), naming the test panel."""
+    from benchmarks.experiments import decisive_experiment
+
+    results = tmp_path / "results"
+    shutil.copytree(ROOT / "benchmarks" / "results" / "decisive", results / "decisive")
+    (results / "decisive" / "decisive.json").unlink(missing_ok=True)
+    assert "Not reported yet" in TABLES["decisive/report"](Results(results))
+    assert decisive_experiment.main(["report", "--results-dir", str(results / "decisive")]) == 0
+    text = TABLES["decisive/report"](Results(results))
+    assert "Stages done:" in text and "test panel" in text and "Rendered from `benchmarks/results/decisive/decisive.json`" in text
+    report = json.loads((results / "decisive" / "decisive.json").read_text())
+    del report["r2"]
+    (results / "decisive" / "decisive.json").write_text(json.dumps(report))
+    with pytest.raises(RenderError, match=r"decisive/decisive.json: no field 'r2'"):
+        TABLES["decisive/report"](Results(results))

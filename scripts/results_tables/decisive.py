@@ -1,0 +1,32 @@
+"""The decisive experiment (issue 43): benchmarks/results/decisive/decisive.json, the report that
+`benchmarks/experiments/decisive_experiment.py report` writes from the stages' JSON. Rendered by the
+experiment's own `markdown` (one renderer for decisive.md and the docs)."""
+
+from __future__ import annotations
+
+import re
+import sys
+from pathlib import Path
+
+from .core import Results, sources, table
+
+REPORT = "decisive/decisive.json"
+
+
+@table("decisive/report")
+def report(results: Results) -> str:
+    if not (results.folder / REPORT).is_file():
+        return ("*Not reported yet: the stages are committed to `benchmarks/results/decisive/` as they finish, and "
+                "`python benchmarks/experiments/decisive_experiment.py report` writes `decisive.json` from them; "
+                "this block is rendered from that file.*")
+    root = Path(__file__).resolve().parents[2]  # the repository: benchmarks/ is a package there
+    if str(root) not in sys.path:
+        sys.path.insert(0, str(root))
+    from benchmarks.experiments.decisive_experiment import markdown
+
+    src = results.json(REPORT)
+    for field in ("measure", "interval", "stages_done", "stages_left", "r2", "r1", "reference"):
+        src(field)  # a report of another shape names the file and the field
+    text = markdown(src.data).split("\n", 1)[1].strip()  # without its own title
+    text = re.sub(r"^## ", "### ", text, flags=re.M)
+    return text + "\n" + sources(REPORT, note="the test panel (generator seed 20261206), used once")
