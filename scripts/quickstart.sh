@@ -12,7 +12,7 @@ export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 TOKENIZERS_PARALLELISM=false
 out=(--output-dir "runs/quickstart/$(date +%Y%m%d-%H%M%S)")
 for arg in "$@"; do case "$arg" in --output-dir|--output_dir|--output-dir=*|--output_dir=*) out=() ;; esac; done
 # A CPU with bfloat16 units (avx512_bf16, amx_bf16) samples with a bfloat16 copy of the policy and autocasts
-# the update: 1.7x the step (benchmarks/performance/main_job.py; the ratio corrects the sampler's precision, docs/train.md
+# the update, which is faster (benchmarks/performance/main_job.py measures it; the ratio corrects the sampler's precision, docs/train.md
 # "CPU generation and update"). SKILLRISE_FLOAT32=1 keeps everything in float32.
 fast=()
 if [ -z "${SKILLRISE_FLOAT32:-}" ] && grep -qE 'avx512_bf16|amx_bf16' /proc/cpuinfo 2>/dev/null; then
