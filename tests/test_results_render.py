@@ -112,3 +112,18 @@ def test_the_decisive_report_is_rendered_by_the_experiments_own_markdown_once_wr
     (results / "decisive" / "decisive.json").write_text(json.dumps(report))
     with pytest.raises(RenderError, match=r"decisive/decisive.json: no field 'r2'"):
         TABLES["decisive/report"](Results(results))
+
+
+def test_the_readme_quotes_no_measured_figure_outside_its_generated_blocks():
+    """The README's only results are rendered blocks: outside them (and outside code), no speedup, timing,
+    memory size, rate or percentage is typed, so none can drift from its JSON."""
+    import re
+
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert text.count("```") % 2 == 0, "an unclosed code fence"
+    prose = re.sub(r"<!-- results: .*? -->.*?<!-- /results -->", "", text, flags=re.S)
+    prose = re.sub(r"```.*?```", "", prose, flags=re.S)
+    figure = re.compile(r"\b\d+(?:\.\d+)?x\b|\b\d+(?:\.\d+)? ?(?:ms|s|GB|MB|GiB|MiB|min|minutes|hours|tokens/s)\b"
+                        r"|\b0\.\d+\b|\d+(?:\.\d+)?%")
+    typed = [(m.group(), line.strip()) for line in prose.splitlines() for m in figure.finditer(line)]
+    assert not typed, f"figures typed in the README (render them from a JSON): {typed}"
