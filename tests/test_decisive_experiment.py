@@ -89,3 +89,24 @@ def test_the_stages_are_whole_seeds_in_order():
     seeds = [int(n.rsplit("seed", 1)[1]) for n in main]
     assert seeds == sorted(seeds)  # a partial experiment is whole seeds
     assert all("norepeat" in n for n in names[-6:])  # the change of method comes after the main arms
+
+
+def test_status_says_where_an_unfinished_arm_stands_in_the_work_dir(tmp_path, capsys):
+    """A session ends mid-arm: `status` says how many steps are recorded and which checkpoint a rerun
+    continues from, so whoever picks the experiment up knows what the next `run` costs."""
+    work, results = tmp_path / "work", tmp_path / "results"
+    arm = work / "r2" / "curates" / "seed0" / "skillrise"
+    (arm / "checkpoint-5").mkdir(parents=True)
+    (arm / "checkpoint-10").mkdir()
+    (arm / "metrics.jsonl").write_text("".join(json.dumps({"step": s, "success/mean": 0.5}) + "\n" for s in range(1, 13)))
+    fresh = work / "r2" / "curates" / "seed0" / "none"
+    fresh.mkdir(parents=True)
+    (fresh / "metrics.jsonl").write_text(json.dumps({"step": 1, "success/mean": 0.5}) + "\n")
+    assert decisive_experiment.main(["status", "--work-dir", str(work), "--results-dir", str(results),
+                                     "--only", "r2/curates/"]) == 0
+    out = capsys.readouterr().out
+    steps = decisive_experiment.R2.steps
+    assert f"left  r2/curates/skillrise-seed0  (in progress: 12 of {steps} steps recorded, newest checkpoint 10 " \
+           "(a rerun continues from it))" in out
+    assert "left  r2/curates/none-seed0  (in progress: 1 of" in out and "none yet (a rerun starts it over)" in out
+    assert "left  r2/curates/own-seed0\n" in out  # nothing of it in the work dir

@@ -110,6 +110,27 @@ def stages() -> list[str]:
 COST_MINUTES = {"warmstart": 31, "r1": 12, "r2/reference": 1, "init": 5, "r2": 35}  # r2: an arm
 
 
+def progress(name: str, work: Path) -> str | None:
+    """Where an unfinished arm stage stands in the work dir (the steps its metrics record, its newest
+    checkpoint, which a rerun continues from), or None when nothing of it is there."""
+    parts = name.split("/")
+    if parts[0] not in ("r1", "r2") or "-seed" not in parts[-1]:
+        return None
+    arm, seed = parts[-1].rsplit("-seed", 1)
+    folder = work.joinpath(*parts[:-1], f"seed{seed}", arm)
+    metrics = folder / "metrics.jsonl"
+    if not metrics.is_file():
+        return None
+    steps = sum(1 for line in metrics.read_text(encoding="utf-8").splitlines() if '"success/mean"' in line)
+    saved = sorted((int(c.name.split("-")[1]) for c in folder.glob("checkpoint-*") if c.name.split("-")[1].isdigit()),
+                   reverse=True)
+    total = (R1 if parts[0] == "r1" else R2).steps
+    trained = (folder / "final").is_dir()
+    return (f"trained ({total} steps), evaluation not finished" if trained else
+            f"in progress: {steps} of {total} steps recorded, newest checkpoint "
+            + (f"{saved[0]} (a rerun continues from it)" if saved else "none yet (a rerun starts it over)"))
+
+
 def cost(name: str) -> int:
     if name in COST_MINUTES:
         return COST_MINUTES[name]
@@ -462,7 +483,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "status":
         left = [n for n in names if not result_path(n, results).is_file()]
         for name in names:
-            print(f"{'done' if name not in left else 'left'}  {name}")
+            where = progress(name, Path(args.work_dir)) if name in left else None
+            print(f"{'done' if name not in left else 'left'}  {name}" + (f"  ({where})" if where else ""))
         print(f"{len(names) - len(left)} of {len(names)} stages done; about {sum(cost(n) for n in left)} CPU minutes "
               "left at 2 threads on a 2-core machine")
         return 0
