@@ -5,7 +5,7 @@ scienceworld_memory,scienceworld_memory_expert}.json)."""
 
 from __future__ import annotations
 
-from .core import RenderError, Results, Source, f2, interval, markdown_table, ratio, sources, table
+from .core import RenderError, Results, Source, f2, interval, markdown_table, sources, table
 
 #: the runs of docs/bench.md's table, in its order: (folder under bench_reference/, env, agent); a run not
 #: committed is not shown (ScienceWorld's JVM runs are not measured there)
@@ -112,39 +112,3 @@ def webshop_search(results: Results) -> str:
             f"products); catalog documents tokenised differently: {docs_differ}")
     return (markdown_table(["queries", "count", "same top 50, same order", "same top 10, same order"], rows)
             + "\n" + sources("webshop_lucene_compare.json", note=note))
-
-
-#: docs/benchmarks.md's ScienceWorld contenders: (the key in scienceworld_env.json's results, its name)
-SCIENCEWORLD_CONTENDERS = [
-    ("stock/default-jvm", "stock `ScienceWorldEnv.step`, default JVM"),
-    ("stock/hash2", "stock, `-XX:hashCode=2 -Xmx1g` (our JVM flags)"),
-    ("ours/fast", "ours"),
-    ("ours/fast+admissible", "ours + the admissible list every step"),
-]
-
-
-def scienceworld(results: Results) -> str:
-    env = results.json("scienceworld_env.json")
-    rows = [[name, f"{env.number(f'results.{key}.step_ms'):.1f}", f"{env.number(f'results.{key}.reset_ms'):.0f}"]
-            for key, name in SCIENCEWORLD_CONTENDERS]
-    r = "ratios."
-    said = (f"Steps: stock with our JVM flags / ours {ratio(env.number(r + 'stock_hash2_step / ours_fast_step'))} "
-            f"(median over tasks {ratio(env.number(r + 'median over tasks of (stock_hash2_step / ours_fast_step)'))}), "
-            f"stock default JVM / ours {ratio(env.number(r + 'stock_default_step / ours_fast_step'))}, stock with our "
-            f"JVM flags / ours with the admissible list "
-            f"{ratio(env.number(r + 'stock_hash2_step / ours_fast+admissible_step'))}. "
-            f"A JVM starts in {env.number('lifecycle.jvm_start_ms') / 1000:.1f} s.")
-    memory = []
-    for rel in ("scienceworld_memory.json", "scienceworld_memory_expert.json"):
-        src = results.json(rel)
-        memory.append(f"{src.number('steady_rss_mb'):.0f} MB steady over {int(src.number('resets')):,} task loads "
-                      f"({src('workload')}, {int(src.number('steps_per_task'))} steps a task at most; first "
-                      f"{src.number('first_rss_mb'):.0f} MB, peak {src.number('peak_rss_mb'):.0f} MB)")
-    said += (f" The JVM's resident memory (heap capped at {results.json('scienceworld_memory.json')('max_heap')}; "
-             "`benchmarks/parity/scienceworld_memory.py`, steady: the median of the last quarter of the samples): "
-             + "; ".join(memory) + ".")
-    note = (f"`python benchmarks/parity/scienceworld_env.py`: medians over gold-path replays of "
-            f"{len(env('tasks'))} tasks, {int(env.number('cpus'))} shared cores")
-    return (markdown_table(["contender", "step, median ms", "reset, median ms"], rows) + "\n\n" + said + "\n"
-            + sources("scienceworld_env.json", "scienceworld_memory.json", "scienceworld_memory_expert.json",
-                      note=note))
