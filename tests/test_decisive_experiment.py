@@ -71,6 +71,28 @@ def test_every_stage_runs_resumes_and_is_reported_from_its_json(toy, tmp_path, c
         toy.analyse(results)
 
 
+def test_a_fresh_machine_evaluates_an_init_on_the_committed_episode_without_retraining_its_arm(toy, tmp_path):
+    """The init stage plays the R=2 arms' episode. On a machine without the SkillRise seed-0 arm's folder (a new
+    session) it reads that episode from the arm's committed record instead of retraining the arm to learn it,
+    and scores the init exactly as on the machine that had the folder."""
+    results, work = tmp_path / "results", tmp_path / "work"
+    argv = ["--work-dir", str(work), "--results-dir", str(results)]
+    assert toy.main(["run", "--only", "warmstart", "r1/skillrise-seed1", "r2/curates/skillrise-seed0",
+                     "r2/curates/init", *argv]) == 0
+    init = toy.result_path("r2/curates/init", results)
+    before = json.loads(init.read_text())["evaluation"]
+    arm = work / "r2" / "curates" / "seed0" / "skillrise"
+    import shutil
+
+    shutil.rmtree(arm)
+    shutil.rmtree(work / "r2" / "curates" / "init")
+    init.unlink()
+    assert toy.main(["run", "--only", "r2/curates/init", *argv]) == 0
+    assert not arm.exists()  # the arm was not retrained
+    after = json.loads(init.read_text())["evaluation"]
+    assert after["per_sequence"] == before["per_sequence"] and after["panel"] == before["panel"]
+
+
 def test_status_and_a_bad_stage_prefix(toy, tmp_path, capsys):
     assert toy.main(["status", "--results-dir", str(tmp_path)]) == 0
     out = capsys.readouterr().out

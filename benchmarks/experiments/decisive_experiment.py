@@ -190,6 +190,17 @@ class Experiment:
         trained = te.train_arm(arm, str(start), p, work, self.log, save_every=SAVE_EVERY)
         return work / arm / "final", trained, work, start
 
+    def r2_episode(self, init: str) -> Any:
+        """The episode the R=2 arms from `init` trained on, which its init is evaluated on: read from the
+        committed record of its SkillRise seed-0 stage when there is one (a fresh machine does not retrain that
+        arm to learn it), else from that arm's final/ (trained first)."""
+        from skillrise_gym.episode import EpisodeSpec, SavedEpisode
+
+        path = result_path(f"r2/{init}/skillrise-seed{SEEDS[0]}", self.results)
+        if path.is_file():
+            return SavedEpisode(EpisodeSpec.from_dict(json.loads(path.read_text())["episode"], str(path)), path)
+        return te.arm_episode(self._r2(init, "skillrise", SEEDS[0])[0])
+
     # ---------------------------------------------------------------------------------- stages
     def run_stage(self, name: str) -> dict[str, Any]:
         started = time.perf_counter()
@@ -215,11 +226,10 @@ class Experiment:
         elif name.endswith("/init"):
             init = name.split("/")[1]
             start = self.r1_final("skillrise", INITS[init])
-            episode_of = self._r2(init, "skillrise", SEEDS[0])[0]  # the R=2 arms' episode (trained first)
             p = replace(R2, init=str(start))
             work = self.work / "r2" / init / "init"
             evaluation = te.evaluate("init", str(start), p, work, self.log, carry=("skill",),
-                                     episode=te.arm_episode(episode_of), reading=False)
+                                     episode=self.r2_episode(init), reading=False)
             record = {"model": {"path": str(start), "digest": weights_digest(start)},
                       "evaluation": self.held_out(evaluation, p), "settings": asdict(p)}
         else:
