@@ -159,6 +159,23 @@ def weights_digest(folder: Path) -> str:
     return digest.hexdigest()[:16]
 
 
+def machine() -> dict[str, Any]:
+    """What a stage ran on, as far as it bears on the bits: the CPU count, its model, and the instruction set
+    torch's kernels use (a rebuilt model matches a committed digest only where the kernels agree)."""
+    import platform
+
+    import torch
+
+    model = ""
+    try:
+        model = next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
+                      if line.startswith("model name")), "")
+    except OSError:
+        pass
+    return {"cpus": os.cpu_count(), "cpu": model or platform.processor(), "torch": torch.__version__,
+            "kernels": torch.backends.cpu.get_cpu_capability()}
+
+
 class Experiment:
     def __init__(self, work: Path, results: Path, log: Any) -> None:
         self.work, self.results, self.log = work, results, log
@@ -238,7 +255,7 @@ class Experiment:
             final, trained, work, start = self._r2(init, arm, int(seed))
             record = self.trained_record(arm, final, trained, work, replace(R2, seed=int(seed), init=str(start)),
                                          start=start)
-        record.update(stage=name, code=self.code, machine={"cpus": os.cpu_count()},
+        record.update(stage=name, code=self.code, machine=machine(),
                       stage_wall_seconds=round(time.perf_counter() - started, 1))
         return record
 
