@@ -367,6 +367,27 @@ def untrained(p: Preset, work: Path, log, algo: str = "skillrise") -> str:
     return save_warm_started(config, str(out))
 
 
+#: where `reading_first` saves its LoRA adapter (with --lora), beside the merged model folder
+READING_FIRST_ADAPTER = "reading-first-adapter"
+
+
+def restore_reading_first(p: Preset, adapter: Path, out: Path) -> str:
+    """The reading-first model folder `out` rebuilt from its saved LoRA adapter (`READING_FIRST_ADAPTER`):
+    `p.model` with the adapter merged in, as `reading_first` merges it."""
+    from peft import PeftModel
+
+    from skillrise_gym.models import load_model_and_tokenizer
+
+    model, tokenizer = load_model_and_tokenizer(p.model)
+    model = PeftModel.from_pretrained(model, str(adapter)).merge_and_unload()
+    scratch = Path(str(out) + ".tmp")
+    shutil.rmtree(scratch, ignore_errors=True)
+    model.save_pretrained(scratch)
+    tokenizer.save_pretrained(scratch)
+    scratch.rename(out)
+    return str(out)
+
+
 def reading_first(p: Preset, work: Path, log) -> str:
     """A reading-only warm start of `p.model` (`several_reading_examples`: two or three clauses naming
     different bins, the target the bin of the one about the item; `p.warmstart_reading_first` steps of
@@ -402,6 +423,12 @@ def reading_first(p: Preset, work: Path, log) -> str:
                         examples, p.warmstart_reading_first, batch_size=p.warmstart_batch, lr=p.warmstart_lr,
                         seed=p.seed, progress=lambda line: log(f"[reading-first] {line}"))
     if p.lora:
+        # the adapter itself too: a few MB that rebuild this folder on another machine (`restore_reading_first`),
+        # where retraining it would not give the same bits
+        adapter = work / READING_FIRST_ADAPTER
+        model.save_pretrained(Path(str(adapter) + ".tmp"))
+        shutil.rmtree(adapter, ignore_errors=True)
+        Path(str(adapter) + ".tmp").rename(adapter)
         model = model.merge_and_unload()
     scratch = Path(str(out) + ".tmp")
     model.save_pretrained(scratch)
