@@ -93,6 +93,57 @@ def test_a_fresh_machine_evaluates_an_init_on_the_committed_episode_without_retr
     assert after["per_sequence"] == before["per_sequence"] and after["panel"] == before["panel"]
 
 
+def test_the_inits_are_committed_and_a_fresh_machine_restores_them_instead_of_retraining(toy, tmp_path, monkeypatch,
+                                                                                       capsys):
+    """Retraining an init on another machine does not give the same bits, so the stages that later stages start
+    from (the warm start, an init's R=1 run) pack their LoRA adapters into the results folder, and a machine
+    without the work dir restores them, checked against the manifest and the stage's recorded digest: the R=2
+    arm then starts from the very init the R=1 stage recorded. A damaged committed file is refused, named."""
+    import shutil
+    from dataclasses import replace
+
+    for name in ("R1", "R2"):
+        monkeypatch.setattr(toy, name, replace(getattr(toy, name), lora=True))
+    monkeypatch.setattr(toy, "WARMSTART", replace(toy.WARMSTART, lora=True, warmstart_reading_first=2))
+    results, work = tmp_path / "results", tmp_path / "work"
+    assert toy.main(["run", "--only", "warmstart", "r1/skillrise-seed1", "--work-dir", str(work),
+                     "--results-dir", str(results)]) == 0
+    inits = results / "inits"
+    manifest = json.loads((inits / "manifest.json").read_text())
+    assert set(manifest) == {"warmstart", "r1/skillrise-seed1"}
+    assert "warmstart/reading-first-adapter/adapter_model.safetensors" in manifest["warmstart"]
+    assert "warmstart/untrained/adapter_model.safetensors" in manifest["warmstart"]
+    assert {"r1/seed1/skillrise/final/adapter_model.safetensors", "r1/seed1/skillrise/config.json",
+            "r1/seed1/skillrise/metrics.jsonl"} <= set(manifest["r1/skillrise-seed1"])
+    config = json.loads((inits / "warmstart/untrained/adapter_config.json").read_text())
+    assert config["base_model_name_or_path"] == "{WORK}/warmstart/reading-first"  # no machine's path committed
+    shutil.rmtree(work)  # a fresh machine: nothing of the work dir, nothing it named
+
+    fresh = tmp_path / "fresh"
+    capsys.readouterr()
+    assert toy.main(["run", "--only", "r2/curates/skillrise-seed0", "--work-dir", str(fresh),
+                     "--results-dir", str(results)]) == 0
+    out = capsys.readouterr().out
+    assert "[inits] warmstart restored" in out and "[inits] r1/skillrise-seed1 restored" in out
+    assert "[reading-first]" not in out and "[untrained]" not in out  # neither warm start retrained
+    run = fresh / "r1" / "seed1" / "skillrise"
+    assert sorted(p.name for p in run.iterdir()) == ["config.json", "final", "metrics.jsonl", "wall_seconds.txt"]
+    r1 = json.loads(toy.result_path("r1/skillrise-seed1", results).read_text())
+    arm = json.loads(toy.result_path("r2/curates/skillrise-seed0", results).read_text())
+    assert arm["start"]["digest"] == r1["model"]["digest"]
+    assert json.loads((fresh / "warmstart/untrained/adapter_config.json").read_text())["base_model_name_or_path"] \
+        == str((fresh / "warmstart" / "reading-first").resolve())
+
+    # a committed file damaged: refused, named, nothing trained
+    damaged = inits / "r1/seed1/skillrise/final/adapter_model.safetensors"
+    damaged.write_bytes(damaged.read_bytes()[:-8])
+    toy.result_path("r2/curates/skillrise-seed0", results).unlink()
+    assert toy.main(["run", "--only", "r2/curates/skillrise-seed0", "--work-dir", str(tmp_path / "fresh2"),
+                     "--results-dir", str(results)]) == 2
+    err = capsys.readouterr().err
+    assert str(damaged) in err and "differs from" in err
+
+
 def test_status_and_a_bad_stage_prefix(toy, tmp_path, capsys):
     assert toy.main(["status", "--results-dir", str(tmp_path)]) == 0
     out = capsys.readouterr().out

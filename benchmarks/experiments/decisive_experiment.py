@@ -20,14 +20,19 @@ rerun skips every stage whose JSON is there, so the experiment resumes from what
     r2/<init>/norepeat-seed<s> last: SkillRise plus --repetition-penalty 2 (the document regrowth), a change of
                                method with its own arm on the same panel, reported beside SkillRise
 
-Models live in --work-dir (default runs/decisive). A stage whose JSON is committed but whose model a later stage
-needs (a fresh machine) rebuilds it by the same code; each run records the digest of the weights it started
-from and ended with (`weights_digest`), and the report says when arms compared did not start from the same
-bits.
+Models live in --work-dir (default runs/decisive). The stages later stages start from (the warm start, the two
+inits' R=1 runs) also pack their LoRA adapters into benchmarks/results/decisive/inits/ (with a manifest of
+sha256), to be committed with their JSON: a machine without the work dir (a new session) restores them from
+there, each file checked against the manifest and the weights against the stage's recorded digest, instead of
+retraining them, which on another machine does not give the same bits (the first lineage's warm start, rebuilt
+a day later, did not: benchmarks/results/decisive/lineage-1/, a pilot reported on its own). A model no commit
+holds is rebuilt by the same code. Each run records the digest of the weights it started from and ended with
+(`weights_digest`), and the report says when arms compared did not start from the same bits.
 
     python benchmarks/experiments/decisive_experiment.py status            # what is done, what is left, its cost
     python benchmarks/experiments/decisive_experiment.py run               # every unfinished stage, in order
     python benchmarks/experiments/decisive_experiment.py run --only r1/    # the stages whose name starts so
+    python benchmarks/experiments/decisive_experiment.py pack              # pack the finished inits in --work-dir
     python benchmarks/experiments/decisive_experiment.py report            # decisive.json and decisive.md from the stages
 
 The report (`analyse`): success on the test panel by arm x init x seed; per seed, SkillRise minus each control
@@ -176,15 +181,128 @@ def machine() -> dict[str, Any]:
             "kernels": torch.backends.cpu.get_cpu_capability()}
 
 
+# ------------------------------------------------------------------------------------------ committed inits
+#: where the inits' bits are committed, under the results folder: retraining them on another machine does not
+#: give the same bits (the warm start rebuilt on 2026-12-07 differed from the one committed the day before),
+#: so arms run in later sessions could not be paired with earlier ones on the same init
+INITS_FOLDER = "inits"
+#: a placeholder for the work dir in the committed text files (adapter configs name their base by path)
+WORK_MARK = "{WORK}"
+TEXT_SUFFIXES = (".json", ".jsonl", ".txt", ".md", ".jinja")
+
+
+def packed_paths(stage: str) -> tuple[str, ...]:
+    """The paths (under the work dir) whose files a stage's model is restored from: the warm start's two LoRA
+    adapters (reading-first, and the format warm start on it), an init's R=1 run (its final/ adapter and what
+    `te.train_arm` reads to know the run finished). Empty for stages no later stage starts from."""
+    if stage == "warmstart":
+        adapter = WARMSTART.warmstart_reading_first and WARMSTART.lora  # else no reading-first adapter is made
+        return (("warmstart/" + te.READING_FIRST_ADAPTER,) if adapter else ()) + ("warmstart/untrained",)
+    seeds = {f"r1/skillrise-seed{s}": s for s in INITS.values()}
+    if stage in seeds:
+        run = f"r1/seed{seeds[stage]}/skillrise"
+        return (f"{run}/final", f"{run}/config.json", f"{run}/metrics.jsonl", f"{run}/wall_seconds.txt")
+    return ()
+
+
+def _files(root: Path, relative: str) -> list[str]:
+    path = root / relative
+    if path.is_file():
+        return [relative]
+    return sorted(str(p.relative_to(root)) for p in path.rglob("*") if p.is_file())
+
+
 class Experiment:
     def __init__(self, work: Path, results: Path, log: Any) -> None:
         self.work, self.results, self.log = work, results, log
         self.code = code_version()  # the code this process loaded, not the tree's when a stage ends
 
+    # ---------------------------------------------------------------------------------- inits
+    @property
+    def inits(self) -> Path:
+        return self.results / INITS_FOLDER
+
+    def manifest(self) -> dict[str, dict[str, str]]:
+        path = self.inits / "manifest.json"
+        return json.loads(path.read_text()) if path.is_file() else {}
+
+    def pack(self, stage: str) -> list[str]:
+        """Copy the files a finished stage's model is restored from into the committed inits folder (the work
+        dir's path replaced by a placeholder in text files); their sha256 go to inits/manifest.json. The
+        relative paths packed."""
+        work = self.work.resolve()
+        packed: dict[str, str] = {}
+        for relative in packed_paths(stage):
+            if not (work / relative).exists():
+                raise te.Refused(f"cannot pack {stage}: {work / relative} is missing (the stage's model was not "
+                                 "made in this work dir)")
+            for name in _files(work, relative):
+                data = (work / name).read_bytes()
+                if Path(name).suffix in TEXT_SUFFIXES:
+                    data = data.replace(str(work).encode(), WORK_MARK.encode())
+                target = self.inits / name
+                target.parent.mkdir(parents=True, exist_ok=True)
+                target.write_bytes(data)
+                packed[name] = hashlib.sha256(data).hexdigest()
+        if packed:
+            manifest = self.manifest()
+            manifest[stage] = packed
+            (self.inits / "manifest.json").write_text(json.dumps(manifest, indent=1, sort_keys=True) + "\n")
+            self.log(f"[inits] {stage}: {len(packed)} files packed in {self.inits} "
+                     f"({sum((self.inits / n).stat().st_size for n in packed) / 1e6:.1f} MB)")
+        return sorted(packed)
+
+    def restore(self, stage: str) -> bool:
+        """A finished stage's model put back in the work dir from the committed inits, when the work dir lacks
+        it (a fresh machine): every file checked against the manifest, the work dir's path put back, the
+        weights' digest checked against the stage's record; the warm start's reading-first model rebuilt from
+        its adapter (merged into the base model: on another CPU its merged bits may differ in the last place;
+        the adapters are the committed bits). False when there is nothing to restore."""
+        files = self.manifest().get(stage)
+        record_path = result_path(stage, self.results)
+        work = self.work.resolve()
+        needed = [work / p for p in packed_paths(stage)]
+        if stage == "warmstart" and any(p.name == te.READING_FIRST_ADAPTER for p in needed):
+            needed.append(work / "warmstart" / "reading-first")  # the model merged from that adapter
+        if not files or not record_path.is_file() or all(p.exists() for p in needed):
+            return False
+        for name, sha in sorted(files.items()):
+            source = self.inits / name
+            data = source.read_bytes() if source.is_file() else b""
+            if hashlib.sha256(data).hexdigest() != sha:
+                raise te.Refused(f"the committed init file {source} is missing or differs from "
+                                 f"{self.inits / 'manifest.json'}: restore it from git (git checkout -- {source})")
+            if Path(name).suffix in TEXT_SUFFIXES:
+                data = data.replace(WORK_MARK.encode(), str(work).encode())
+            target = work / name
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_bytes(data)
+        record = json.loads(record_path.read_text())
+        folder = work / ("warmstart/untrained" if stage == "warmstart" else packed_paths(stage)[0])
+        if weights_digest(folder) != record["model"]["digest"]:
+            raise te.Refused(f"{folder} restored from {self.inits} has weights digest {weights_digest(folder)}, "
+                             f"not the {record['model']['digest']} that {record_path} recorded")
+        self.log(f"[inits] {stage} restored from {self.inits} (weights digest {record['model']['digest']})")
+        if stage == "warmstart" and (work / "warmstart" / te.READING_FIRST_ADAPTER).is_dir():
+            merged = te.restore_reading_first(WARMSTART, work / "warmstart" / te.READING_FIRST_ADAPTER,
+                                              work / "warmstart" / "reading-first")
+            digest, committed = weights_digest(Path(merged)), record["model"].get("reading_first")
+            self.log(f"[inits] reading-first merged from its adapter: digest {digest}"
+                     + (" (the committed one)" if digest == committed else
+                        f" (committed {committed}: merged on another CPU, equal to rounding)"))
+        return True
+
+    def reading_first_digest(self) -> dict[str, str]:
+        """The digest of the reading-first model this machine merged (under every init's adapters): equal
+        across machines only where their CPUs merge alike, which a reader of two arms' records can check."""
+        folder = self.work / "warmstart" / "reading-first"
+        return {"reading_first": weights_digest(folder)} if folder.is_dir() else {}
+
     def warm_start(self) -> Path:
-        """The warm start's folder, built when absent."""
+        """The warm start's folder: restored from the committed inits, else built, when absent."""
         folder = self.work / "warmstart"
         folder.mkdir(parents=True, exist_ok=True)
+        self.restore("warmstart")
         return Path(te.untrained(WARMSTART, folder, self.log))
 
     def r1_final(self, arm: str, seed: int) -> Path:
@@ -193,6 +311,7 @@ class Experiment:
 
     def _r1(self, arm: str, seed: int) -> tuple[Path, dict[str, Any], Path]:
         start = self.warm_start()
+        self.restore(f"r1/{arm}-seed{seed}")
         work = self.work / "r1" / f"seed{seed}"
         work.mkdir(parents=True, exist_ok=True)
         p = replace(R1, seed=seed)
@@ -265,7 +384,7 @@ class Experiment:
         evaluation = te.evaluate(arm, str(final), p, work, self.log, carry=("skill",), episode=episode,
                                  reading=False)
         return {"arm": arm, "settings": asdict(p), "episode": episode.spec.to_dict(),
-                "start": {"path": str(start), "digest": weights_digest(start)},
+                "start": {"path": str(start), "digest": weights_digest(start), **self.reading_first_digest()},
                 "model": {"digest": weights_digest(final)},
                 "train_wall_seconds": trained["wall_seconds"], "curve": trained["curve"],
                 "evaluation": self.held_out(evaluation, p),
@@ -497,7 +616,9 @@ def main(argv: list[str] | None = None) -> int:
                                      epilog="Each stage writes benchmarks/results/decisive/<stage>.json (--results-dir) "
                                             "when it finishes;\n`report` writes decisive.json and decisive.md there.\n\n"
                                             "Stages:\n  " + "\n  ".join(stages()))
-    parser.add_argument("command", choices=["status", "run", "report"])
+    parser.add_argument("command", choices=["status", "run", "report", "pack"],
+                        help="pack: copy the inits of the finished stages made in --work-dir into "
+                             f"<results-dir>/{INITS_FOLDER}/ (run does it as each such stage ends)")
     parser.add_argument("--only", nargs="+", default=None, metavar="PREFIX",
                         help="run only the stages whose name starts with one of these")
     parser.add_argument("--work-dir", default=str(ROOT / "runs" / "decisive"), help="where the models are made")
@@ -537,6 +658,17 @@ def main(argv: list[str] | None = None) -> int:
     import skillrise_train.trainer  # noqa: F401
 
     work = Path(args.work_dir)
+    if args.command == "pack":  # reads finished stages' folders only: no lock (a run may go on beside it)
+        done = [n for n in names if packed_paths(n) and result_path(n, results).is_file()]
+        try:
+            for name in done:
+                Experiment(work, results, log).pack(name)
+        except te.Refused as exc:
+            print(f"decisive_experiment: error: {exc.message}", file=sys.stderr, flush=True)
+            return 2
+        if not done:
+            log("nothing to pack: no finished stage that later stages start from")
+        return 0
     held = te.lock_work_dir(work)
     try:
         experiment = Experiment(work, results, log)
@@ -551,6 +683,8 @@ def main(argv: list[str] | None = None) -> int:
             scratch.write_text(json.dumps(record, indent=1) + "\n")
             scratch.replace(path)
             log(f"stage {name} done in {record['stage_wall_seconds']:.0f} s: {path}")
+            if packed_paths(name):
+                experiment.pack(name)
     except te.Refused as exc:
         print(f"decisive_experiment: error: {exc.message}", file=sys.stderr, flush=True)
         return 2

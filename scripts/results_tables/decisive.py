@@ -11,6 +11,9 @@ from pathlib import Path
 from .core import Results, sources, table
 
 REPORT = "decisive/decisive.json"
+#: the first lineage's six stages, whose init could not be rebuilt with the same bits (a pilot, on its own)
+LINEAGE_1 = "decisive/lineage-1/decisive.json"
+NOTE = "the test panel (generator seed 20261206), used once"
 
 
 @table("decisive/report")
@@ -19,14 +22,26 @@ def report(results: Results) -> str:
         return ("*Not reported yet: the stages are committed to `benchmarks/results/decisive/` as they finish, and "
                 "`python benchmarks/experiments/decisive_experiment.py report` writes `decisive.json` from them; "
                 "this block is rendered from that file.*")
+    return rendered(results, REPORT)
+
+
+@table("decisive/lineage-1")
+def lineage_1(results: Results) -> str:
+    text = rendered(results, LINEAGE_1, level="####")
+    # its stages-left line is the whole experiment's as it stood then: the lineage itself stopped there
+    return re.sub(r"^Stages done: .*\n\n", "", text, count=1, flags=re.M)
+
+
+def rendered(results: Results, name: str, level: str = "###") -> str:
+    """The report in `name` by the experiment's own `markdown`, without its title, its sections at `level`."""
     root = Path(__file__).resolve().parents[2]  # the repository: benchmarks/ is a package there
     if str(root) not in sys.path:
         sys.path.insert(0, str(root))
     from benchmarks.experiments.decisive_experiment import markdown
 
-    src = results.json(REPORT)
+    src = results.json(name)
     for field in ("measure", "interval", "stages_done", "stages_left", "r2", "r1", "reference"):
         src(field)  # a report of another shape names the file and the field
     text = markdown(src.data).split("\n", 1)[1].strip()  # without its own title
-    text = re.sub(r"^## ", "### ", text, flags=re.M)
-    return text + "\n" + sources(REPORT, note="the test panel (generator seed 20261206), used once")
+    text = re.sub(r"^## ", level + " ", text, flags=re.M)
+    return text + "\n" + sources(name, note=NOTE)
