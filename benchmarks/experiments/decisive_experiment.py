@@ -67,9 +67,9 @@ RESULTS = ROOT / "benchmarks" / "results" / "decisive"
 
 #: what every stage shares (the R=2 curriculum's settings: benchmarks/results/r2_smollm2/README.md), except the
 #: dtype: float32 since the second lineage (2026-12-07). The curriculum and the pilot lineage ran RL and
-#: generation in bfloat16, which is fast on a CPU with bfloat16 instructions and slow without: on an AVX2-only
-#: machine bfloat16 generation ran 0.30x of float32's speed (cpu_generation.py, batch 8, 2 threads), an R=1
-#: arm's step about 200 s instead of about 20; float32 runs alike on every machine a session may get
+#: generation in bfloat16, which is fast on a CPU with bfloat16 units and slow where it is emulated (a machine
+#: without them: benchmarks/results/cpu_generation_no_bf16_units.json; there an R=1 arm's steps took several
+#: times the pilot's); float32 runs alike on every machine a session may get
 SMOL = dict(model="smollm2-135m-instruct", lora=True, max_new_tokens=48, dtype="float32", threads=2,
             lr=1e-4, G=8, S=1, overlong_penalty=2.0)
 #: the warm start (readfirst16's); made once, seed 0

@@ -30,6 +30,16 @@ WORDS = ("the shop sells a red jacket with two pockets and a blue hood for men s
          "find the item then click buy now check each option once before you pick the colour and the size").split()
 
 
+def bf16_units() -> bool | None:
+    """Whether this CPU has bfloat16 instructions (avx512_bf16 or amx_bf16 in /proc/cpuinfo, the test
+    scripts/quickstart.sh makes); None where /proc/cpuinfo cannot be read."""
+    try:
+        flags = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return None
+    return "avx512_bf16" in flags or "amx_bf16" in flags
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--model", default="smollm2")
@@ -93,7 +103,9 @@ def main(argv: list[str] | None = None) -> int:
               f"{r['tokens_agreeing_with_float32']:>6.2f}")
     report = {"benchmark": "cpu_generation", "command": "python benchmarks/performance/cpu_generation.py " + " ".join(argv or sys.argv[1:]),
               "model": args.model, "new_tokens": args.new_tokens, "rounds": args.rounds, "cores": cores,
-              "machine": {"cpu": platform.processor() or platform.machine(), "load_average_at_end": os.getloadavg()},
+              "machine": {"cpu": platform.processor() or platform.machine(), "load_average_at_end": os.getloadavg(),
+                          # what decides bfloat16's speed here: native bf16 units, or emulation on AVX2/AVX-512
+                          "bf16_units": bf16_units(), "kernels": torch.backends.cpu.get_cpu_capability()},
               "torch": torch.__version__, "rows": rows,
               "note": "medians of interleaved rounds; greedy decoding of exactly new_tokens tokens"}
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
