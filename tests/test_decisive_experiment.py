@@ -27,6 +27,8 @@ def toy(monkeypatch):
     monkeypatch.setattr(module, "R2", te.Preset(**{**tiny, **evaluation, "rules": 2, "bins": 4, "K": 4, "steps": 1,
                                                    "warmstart_steps": 0}))
     monkeypatch.setattr(module, "SEEDS", (0, 1))
+    # the tiny model's R=1 runs keep no promise about curating (test_an_init_that_does_not_keep_its_promise...)
+    monkeypatch.setattr(module, "INIT_PROMISE", {"curates": (0.0, 1.0), "cannot": (0.0, 1.0)})
     return module
 
 
@@ -142,6 +144,26 @@ def test_the_inits_are_committed_and_a_fresh_machine_restores_them_instead_of_re
                      "--results-dir", str(results)]) == 2
     err = capsys.readouterr().err
     assert str(damaged) in err and "differs from" in err
+
+
+def test_an_init_that_does_not_keep_its_promise_stops_the_r2_arms(tmp_path):
+    """An R=1 run's outcome is not fixed by its seed across machines: an init named 'cannot' whose R=1
+    documents state the rule (or 'curates' whose do not) refuses every R=2 stage from it, naming the file."""
+    module = decisive_experiment
+    experiment = module.Experiment(tmp_path / "work", tmp_path / "results", print)
+    for init, share in (("cannot", 0.72), ("curates", 0.5), ("cannot", 0.05), ("curates", 0.95)):
+        path = module.result_path(f"r1/skillrise-seed{module.INITS[init]}", tmp_path / "results")
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps({"evaluation": {"documents": {"states_all": share}}}))
+        low, high = module.INIT_PROMISE[init]
+        if low <= share <= high:
+            experiment.check_init(init)  # kept: nothing said
+            continue
+        with pytest.raises(module.te.Refused, match="choose its seed again") as refused:
+            experiment._r2(init, "none", 0)
+        assert str(path) in refused.value.message
+        with pytest.raises(module.te.Refused, match="choose its seed again"):
+            experiment.run_stage(f"r2/{init}/init")
 
 
 def test_status_and_a_bad_stage_prefix(toy, tmp_path, capsys):

@@ -85,6 +85,11 @@ R2 = te.Preset(**{**SMOL, **EVALUATION, "rules": 2, "bins": 4, "K": 4, "steps": 
 SETTINGS = {"warmstart": WARMSTART, "r1": R1, "r2": R2}
 #: the R=1 SkillRise runs that are the two inits of the R=2 arms
 INITS = {"curates": 1, "cannot": 2}
+#: what each init's name promises, checked on its R=1 stage before any R=2 arm starts from it: the share of
+#: curate turns whose documents state the rule on the R=1 test panel (`evaluation.documents.states_all`).
+#: An R=1 run's outcome is not fixed by its seed across machines (the second lineage's seed 2 curates), so
+#: an init that does not keep its promise stops the experiment until the choice of init is made again
+INIT_PROMISE = {"curates": (0.9, 1.0), "cannot": (0.0, 0.1)}
 #: a checkpoint every this many RL steps: an arm stopped mid-run (a session's end) is continued from its newest
 #: complete checkpoint, exactly (skillrise-train --resume), not started over; not a setting of the science
 SAVE_EVERY = 5
@@ -322,7 +327,22 @@ class Experiment:
         trained = te.train_arm(arm, str(start), p, work, self.log, save_every=SAVE_EVERY)
         return work / arm / "final", trained, work
 
+    def check_init(self, init: str) -> None:
+        """`te.Refused` unless the R=1 stage of `init` keeps `INIT_PROMISE` (when that stage is recorded)."""
+        stage = f"r1/skillrise-seed{INITS[init]}"
+        path = result_path(stage, self.results)
+        if not path.is_file():
+            return
+        share = json.loads(path.read_text())["evaluation"]["documents"].get("states_all")
+        low, high = INIT_PROMISE[init]
+        if share is None or not low <= share <= high:
+            raise te.Refused(f"the init '{init}' is {stage}, whose documents state the rule in {share} of its curate "
+                             f"turns ({path}), outside {low}-{high}: it is not an init that "
+                             f"{'curates' if init == 'curates' else 'cannot curate'}; choose its seed again "
+                             "(INITS, a commit) before any R=2 arm starts from it")
+
     def _r2(self, init: str, arm: str, seed: int) -> tuple[Path, dict[str, Any], Path, Path]:
+        self.check_init(init)
         start = self.r1_final("skillrise", INITS[init])
         work = self.work / "r2" / init / f"seed{seed}"
         work.mkdir(parents=True, exist_ok=True)
@@ -365,6 +385,7 @@ class Experiment:
                                          start=self.work / "warmstart" / "untrained")
         elif name.endswith("/init"):
             init = name.split("/")[1]
+            self.check_init(init)
             start = self.r1_final("skillrise", INITS[init])
             p = replace(R2, init=str(start))
             work = self.work / "r2" / init / "init"
