@@ -288,8 +288,9 @@ class Experiment:
             target.write_bytes(data)
         record = json.loads(record_path.read_text())
         folder = work / ("warmstart/untrained" if stage == "warmstart" else packed_paths(stage)[0])
-        if weights_digest(folder) != record["model"]["digest"]:
-            raise te.Refused(f"{folder} restored from {self.inits} has weights digest {weights_digest(folder)}, "
+        restored = weights_digest(folder)
+        if restored != record["model"]["digest"]:
+            raise te.Refused(f"{folder} restored from {self.inits} has weights digest {restored}, "
                              f"not the {record['model']['digest']} that {record_path} recorded")
         self.log(f"[inits] {stage} restored from {self.inits} (weights digest {record['model']['digest']})")
         if stage == "warmstart" and (work / "warmstart" / te.READING_FIRST_ADAPTER).is_dir():
