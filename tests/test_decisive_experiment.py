@@ -43,7 +43,11 @@ def test_every_stage_runs_resumes_and_is_reported_from_its_json(toy, tmp_path, c
     first = json.loads(toy.result_path("r2/cannot/skillrise-seed0", results).read_text())
     assert first["evaluation"]["panel"]["name"] == "test" and len(first["evaluation"]["per_sequence"]) == 6
     assert first["episode"]["backend_options"] == {"rules": 2, "bins": 4} and first["episode"]["K"] == 4
-    assert first["start"]["digest"] == json.loads(toy.result_path("r1/skillrise-seed2", results).read_text())["model"]["digest"]
+    # the init that cannot curate is the first R=1 none run keeping its promise (relaxed here): seed 0
+    assert first["start"]["digest"] == json.loads(toy.result_path("r1/none-seed0", results).read_text())["model"]["digest"]
+    # only the inits' R=1 runs are packed: not the rows no R=2 arm starts from
+    assert set(json.loads((results / "inits" / "manifest.json").read_text())) == {"warmstart", "r1/skillrise-seed1",
+                                                                                     "r1/none-seed0"}
     # a rerun finds every stage's JSON and runs nothing
     stamp = {n: toy.result_path(n, results).stat().st_mtime_ns for n in names}
     assert toy.main(["run", *argv]) == 0
@@ -52,6 +56,8 @@ def test_every_stage_runs_resumes_and_is_reported_from_its_json(toy, tmp_path, c
     assert toy.main(["report", "--results-dir", str(results)]) == 0
     report = json.loads((results / "decisive.json").read_text())
     assert report["stages_left"] == []
+    assert report["inits"] == {"curates": "r1/skillrise-seed1", "cannot": "r1/none-seed0"}
+    assert "Inits: curates: r1/skillrise-seed1; cannot: r1/none-seed0" in toy.markdown(report)
     assert set(report["r2"]["cannot"]["paired"]) == {"skillrise - none", "skillrise - own", "skillrise - init",
                                                       "norepeat - skillrise", "norepeat - none"}
     block = report["r2"]["cannot"]["paired"]["skillrise - none"]
@@ -146,24 +152,42 @@ def test_the_inits_are_committed_and_a_fresh_machine_restores_them_instead_of_re
     assert str(damaged) in err and "differs from" in err
 
 
-def test_an_init_that_does_not_keep_its_promise_stops_the_r2_arms(tmp_path):
-    """An R=1 run's outcome is not fixed by its seed across machines: an init named 'cannot' whose R=1
-    documents state the rule (or 'curates' whose do not) refuses every R=2 stage from it, naming the file."""
+def test_an_init_is_the_first_candidate_that_keeps_its_promise_else_the_r2_arms_stop(tmp_path):
+    """An R=1 run's outcome is not fixed by its seed across machines, so each init is the first of its candidate
+    R=1 runs whose documents keep INIT_PROMISE; a candidate not run yet, or none keeping it, refuses every R=2
+    stage from that init, naming the files; only the chosen run is packed with the inits."""
     module = decisive_experiment
-    experiment = module.Experiment(tmp_path / "work", tmp_path / "results", print)
-    for init, share in (("cannot", 0.72), ("curates", 0.5), ("cannot", 0.05), ("curates", 0.95)):
-        path = module.result_path(f"r1/skillrise-seed{module.INITS[init]}", tmp_path / "results")
+    results = tmp_path / "results"
+    experiment = module.Experiment(tmp_path / "work", results, print)
+
+    def record(stage, share):
+        path = module.result_path(stage, results)
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps({"evaluation": {"documents": {"states_all": share}}}))
-        low, high = module.INIT_PROMISE[init]
-        if low <= share <= high:
-            experiment.check_init(init)  # kept: nothing said
-            continue
-        with pytest.raises(module.te.Refused, match="choose its seed again") as refused:
-            experiment._r2(init, "none", 0)
-        assert str(path) in refused.value.message
-        with pytest.raises(module.te.Refused, match="choose its seed again"):
-            experiment.run_stage(f"r2/{init}/init")
+        return path
+
+    first, second, third = module.INITS["cannot"]
+    record(first, 0.72)  # learned to state the rule: not an init that cannot curate
+    with pytest.raises(module.te.Refused, match=f"{second} has not run yet"):
+        experiment._r2("cannot", "none", 0)
+    assert module.init_stage("cannot", results, strict=False) is None
+    record(second, 0.05)
+    assert module.init_stage("cannot", results) == second
+    assert module.packed_paths(second, results) and module.packed_paths(first, results) == ()
+    record(second, 0.5)
+    path = record(third, None)  # no curate turn measured: keeps nothing
+    for refused_stage in (lambda: experiment._r2("cannot", "none", 0), lambda: experiment.run_stage("r2/cannot/init")):
+        with pytest.raises(module.te.Refused, match="choose the init again") as refused:
+            refused_stage()
+        assert str(path) in refused.value.message and str(module.result_path(first, results)) in refused.value.message
+    assert module.packed_paths(second, results) == ()
+
+    (curates,) = module.INITS["curates"]
+    record(curates, 0.5)
+    with pytest.raises(module.te.Refused, match="the init that curates"):
+        experiment.run_stage("r2/curates/skillrise-seed0")
+    record(curates, 0.95)
+    assert module.init_stage("curates", results) == curates
 
 
 def test_status_and_a_bad_stage_prefix(toy, tmp_path, capsys):
@@ -176,10 +200,13 @@ def test_status_and_a_bad_stage_prefix(toy, tmp_path, capsys):
 
 
 def test_the_stages_are_whole_seeds_in_order():
-    """The inits first, then one RL seed of every R=2 arm from both inits at a time."""
+    """Every R=1 run first (both inits' candidates among them), then one RL seed of every R=2 arm from both
+    inits at a time."""
     names = decisive_experiment.stages()
-    assert names[:4] == ["warmstart", "r1/skillrise-seed1", "r1/skillrise-seed2", "r2/reference"]
-    assert len(names) == len(set(names)) == 4 + 2 * 3 * 3 + 2 + 4 + 2 * 3
+    r1 = [f"r1/{arm}-seed{s}" for arm in ("skillrise", "none") for s in (0, 1, 2)]
+    assert names[:8] == ["warmstart", *r1, "r2/reference"]
+    assert all(stage in r1 for candidates in decisive_experiment.INITS.values() for stage in candidates)
+    assert len(names) == len(set(names)) == 8 + 2 * 3 * 3 + 2 + 2 * 3
     main = [n for n in names if n.startswith("r2/") and "seed" in n and "norepeat" not in n]
     seeds = [int(n.rsplit("seed", 1)[1]) for n in main]
     assert seeds == sorted(seeds)  # a partial experiment is whole seeds

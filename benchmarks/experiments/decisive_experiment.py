@@ -10,9 +10,10 @@ rerun skips every stage whose JSON is there, so the experiment resumes from what
 
     warmstart                  readfirst16's warm start (a reading-only LoRA merged in, then the format warm
                                start on R=2, N=4 families): the starting point of every R=1 run
-    r1/<arm>-seed<s>           R=1, N=3, K=2, 25 RL steps from the warm start; held out on the R=1 test panel
-                               (K=6, 100 sequences). skillrise seed 1 is the init that curates, skillrise seed 2
-                               the init that cannot (the seed-2 kind: its curator copies its own answer)
+    r1/<arm>-seed<s>           R=1, N=3, K=2, 25 RL steps from the warm start, arms skillrise and none, RL seeds
+                               0 1 2; held out on the R=1 test panel (K=6, 100 sequences). Two of them are the
+                               inits of the R=2 arms (`INITS`): skillrise seed 1, the init that curates, and the
+                               first none run whose documents do not state the rule, the init that cannot
     r2/reference               the scripted rows (latest rule only, perfect curator) on the R=2 test panel
     r2/<init>/<arm>-seed<s>    R=2, N=4, K=4, 40 RL steps from <init> (curates | cannot), arms skillrise, none,
                                own, RL seeds 0 1 2; held out on the R=2 test panel (K=6, 100 sequences)
@@ -83,12 +84,18 @@ R1 = te.Preset(**{**SMOL, **EVALUATION, "rules": 1, "bins": 3, "K": 2, "steps": 
 R2 = te.Preset(**{**SMOL, **EVALUATION, "rules": 2, "bins": 4, "K": 4, "steps": 40, "invalid_penalty": 2.0,
                   "warmstart_steps": 0})
 SETTINGS = {"warmstart": WARMSTART, "r1": R1, "r2": R2}
-#: the R=1 SkillRise runs that are the two inits of the R=2 arms
-INITS = {"curates": 1, "cannot": 2}
+#: the two inits of the R=2 arms, each the first of its candidate R=1 stages (in this order) that keeps
+#: `INIT_PROMISE`. Until 2026-12-07 the init that cannot curate was R=1 SkillRise seed 2 (the pilot lineage's
+#: seed 2 stayed at chance); in the second lineage that run learned to curate (its documents state the rule in
+#: 0.72 of curate turns), so the choice was made again, in a commit, before any R=2 arm ran from it and before
+#: any R=1 `none` run had finished: the R=1 runs whose curate turns are not trained (arm none), the same RL
+#: budget from the same warm start, the curator left as the warm start made it. R=1 SkillRise seed 2 stays a
+#: row of the R=1 table. No candidate keeping its promise stops the R=2 arms from that init.
+INITS = {"curates": ("r1/skillrise-seed1",), "cannot": ("r1/none-seed0", "r1/none-seed1", "r1/none-seed2")}
 #: what each init's name promises, checked on its R=1 stage before any R=2 arm starts from it: the share of
 #: curate turns whose documents state the rule on the R=1 test panel (`evaluation.documents.states_all`).
-#: An R=1 run's outcome is not fixed by its seed across machines (the second lineage's seed 2 curates), so
-#: an init that does not keep its promise stops the experiment until the choice of init is made again
+#: An R=1 run's outcome is not fixed by its seed across machines (the second lineage's SkillRise seed 2
+#: curates, the pilot's did not), so an init is chosen by what its R=1 run does, not by its seed
 INIT_PROMISE = {"curates": (0.9, 1.0), "cannot": (0.0, 0.1)}
 #: a checkpoint every this many RL steps: an arm stopped mid-run (a session's end) is continued from its newest
 #: complete checkpoint, exactly (skillrise-train --resume), not started over; not a setting of the science
@@ -102,18 +109,18 @@ SEEDS = (0, 1, 2)
 MEASURE = (2, 6)
 
 
+R1_ARMS = ("skillrise", "none")
+
+
 def stages() -> list[str]:
-    """Every stage's name, in the order `run` plays them: the inits first, then one RL seed of every R=2 arm
-    at a time (so a partial experiment is a whole seed), the R=1 rows between the first and second seed."""
-    names = ["warmstart"] + [f"r1/skillrise-seed{s}" for s in INITS.values()] + ["r2/reference"]
+    """Every stage's name, in the order `run` plays them: the warm start, every R=1 run (the inits are among
+    them), then one RL seed of every R=2 arm at a time (so a partial experiment is a whole seed)."""
+    names = ["warmstart"] + [f"r1/{arm}-seed{s}" for arm in R1_ARMS for s in SEEDS] + ["r2/reference"]
     for seed in SEEDS:
         for init in INITS:
             names += [f"r2/{init}/{arm}-seed{seed}" for arm in R2_ARMS]
             if seed == SEEDS[0]:
                 names.append(f"r2/{init}/init")
-        if seed == SEEDS[0]:
-            names += [f"r1/{arm}-seed{s}" for arm in ("skillrise", "none") for s in SEEDS
-                      if not (arm == "skillrise" and s in INITS.values())]
     for seed in SEEDS:
         for init in INITS:
             names += [f"r2/{init}/{arm}-seed{seed}" for arm in R2_METHOD_ARMS]
@@ -155,6 +162,38 @@ def cost(name: str) -> int:
 
 def result_path(name: str, results: Path | None = None) -> Path:
     return (results or RESULTS) / f"{name}.json"
+
+
+def r1_run(stage: str) -> tuple[str, int]:
+    """An R=1 stage's arm and seed ("r1/none-seed0" -> ("none", 0))."""
+    arm, seed = stage[3:].rsplit("-seed", 1)
+    return arm, int(seed)
+
+
+def init_stage(init: str, results: Path | None = None, strict: bool = True) -> str | None:
+    """The R=1 stage that is `init`: the first of its candidates (`INITS`) whose documents keep `INIT_PROMISE`.
+    With `strict`, `te.Refused` when a candidate before it has not run or none keeps it (naming the files and
+    their shares); else None then."""
+    low, high = INIT_PROMISE[init]
+    seen = []
+    for stage in INITS[init]:
+        path = result_path(stage, results)
+        if not path.is_file():
+            if not strict:
+                return None
+            raise te.Refused(f"the init '{init}' is the first of {', '.join(INITS[init])} whose documents state the "
+                             f"rule in {low}-{high} of its curate turns; {stage} has not run yet (run it first: "
+                             f"decisive_experiment.py run --only {stage})")
+        share = json.loads(path.read_text())["evaluation"]["documents"].get("states_all")
+        if share is not None and low <= share <= high:
+            return stage
+        seen.append(f"{path}: {share}")
+    if not strict:
+        return None
+    raise te.Refused(f"no candidate for the init '{init}' keeps its promise (documents state the rule in "
+                     f"{low}-{high} of its curate turns, the init that "
+                     f"{'curates' if init == 'curates' else 'cannot curate'}): {'; '.join(seen)}; choose the "
+                     "init again (INITS, a commit) before any R=2 arm starts from it")
 
 
 # ------------------------------------------------------------------------------------------ models
@@ -200,16 +239,17 @@ WORK_MARK = "{WORK}"
 TEXT_SUFFIXES = (".json", ".jsonl", ".txt", ".md", ".jinja")
 
 
-def packed_paths(stage: str) -> tuple[str, ...]:
+def packed_paths(stage: str, results: Path | None = None) -> tuple[str, ...]:
     """The paths (under the work dir) whose files a stage's model is restored from: the warm start's two LoRA
     adapters (reading-first, and the format warm start on it), an init's R=1 run (its final/ adapter and what
-    `te.train_arm` reads to know the run finished). Empty for stages no later stage starts from."""
+    `te.train_arm` reads to know the run finished; an R=1 stage is an init once its record says it keeps the
+    promise, `init_stage`). Empty for stages no later stage starts from."""
     if stage == "warmstart":
         adapter = WARMSTART.warmstart_reading_first and WARMSTART.lora  # else no reading-first adapter is made
         return (("warmstart/" + te.READING_FIRST_ADAPTER,) if adapter else ()) + ("warmstart/untrained",)
-    seeds = {f"r1/skillrise-seed{s}": s for s in INITS.values()}
-    if stage in seeds:
-        run = f"r1/seed{seeds[stage]}/skillrise"
+    if stage in {init_stage(init, results, strict=False) for init in INITS}:
+        arm, seed = r1_run(stage)
+        run = f"r1/seed{seed}/{arm}"
         return (f"{run}/final", f"{run}/config.json", f"{run}/metrics.jsonl", f"{run}/wall_seconds.txt")
     return ()
 
@@ -241,7 +281,7 @@ class Experiment:
         relative paths packed."""
         work = self.work.resolve()
         packed: dict[str, str] = {}
-        for relative in packed_paths(stage):
+        for relative in packed_paths(stage, self.results):
             if not (work / relative).exists():
                 raise te.Refused(f"cannot pack {stage}: {work / relative} is missing (the stage's model was not "
                                  "made in this work dir)")
@@ -270,7 +310,7 @@ class Experiment:
         files = self.manifest().get(stage)
         record_path = result_path(stage, self.results)
         work = self.work.resolve()
-        needed = [work / p for p in packed_paths(stage)]
+        needed = [work / p for p in packed_paths(stage, self.results)]
         if stage == "warmstart" and any(p.name == te.READING_FIRST_ADAPTER for p in needed):
             needed.append(work / "warmstart" / "reading-first")  # the model merged from that adapter
         if not files or not record_path.is_file() or all(p.exists() for p in needed):
@@ -287,7 +327,7 @@ class Experiment:
             target.parent.mkdir(parents=True, exist_ok=True)
             target.write_bytes(data)
         record = json.loads(record_path.read_text())
-        folder = work / ("warmstart/untrained" if stage == "warmstart" else packed_paths(stage)[0])
+        folder = work / ("warmstart/untrained" if stage == "warmstart" else packed_paths(stage, self.results)[0])
         restored = weights_digest(folder)
         if restored != record["model"]["digest"]:
             raise te.Refused(f"{folder} restored from {self.inits} has weights digest {restored}, "
@@ -328,23 +368,12 @@ class Experiment:
         trained = te.train_arm(arm, str(start), p, work, self.log, save_every=SAVE_EVERY)
         return work / arm / "final", trained, work
 
-    def check_init(self, init: str) -> None:
-        """`te.Refused` unless the R=1 stage of `init` keeps `INIT_PROMISE` (when that stage is recorded)."""
-        stage = f"r1/skillrise-seed{INITS[init]}"
-        path = result_path(stage, self.results)
-        if not path.is_file():
-            return
-        share = json.loads(path.read_text())["evaluation"]["documents"].get("states_all")
-        low, high = INIT_PROMISE[init]
-        if share is None or not low <= share <= high:
-            raise te.Refused(f"the init '{init}' is {stage}, whose documents state the rule in {share} of its curate "
-                             f"turns ({path}), outside {low}-{high}: it is not an init that "
-                             f"{'curates' if init == 'curates' else 'cannot curate'}; choose its seed again "
-                             "(INITS, a commit) before any R=2 arm starts from it")
+    def init_final(self, init: str) -> Path:
+        """The final/ of the R=1 run that is `init` (`init_stage`: refused when no recorded run keeps the promise)."""
+        return self.r1_final(*r1_run(init_stage(init, self.results)))
 
     def _r2(self, init: str, arm: str, seed: int) -> tuple[Path, dict[str, Any], Path, Path]:
-        self.check_init(init)
-        start = self.r1_final("skillrise", INITS[init])
+        start = self.init_final(init)
         work = self.work / "r2" / init / f"seed{seed}"
         work.mkdir(parents=True, exist_ok=True)
         p = replace(R2, seed=seed, init=str(start))
@@ -386,8 +415,7 @@ class Experiment:
                                          start=self.work / "warmstart" / "untrained")
         elif name.endswith("/init"):
             init = name.split("/")[1]
-            self.check_init(init)
-            start = self.r1_final("skillrise", INITS[init])
+            start = self.init_final(init)
             p = replace(R2, init=str(start))
             work = self.work / "r2" / init / "init"
             evaluation = te.evaluate("init", str(start), p, work, self.log, carry=("skill",),
@@ -505,6 +533,11 @@ def analyse(results: Path) -> dict[str, Any]:
         "interval": "per seed: bootstrap 95% CI over the panel's sequences; over seeds: mean of the per-seed "
                     "differences, t 95% interval over seeds (df = seeds - 1)",
         "stages_done": sorted(done), "stages_left": [n for n in stages() if n not in done],
+        "inits": {init: init_stage(init, results, strict=False) for init in INITS},
+        "inits_rule": f"each init is the first of its candidate R=1 runs whose documents state the rule in the "
+                      f"promised share of curate turns: " + "; ".join(
+                          f"{init}: {', '.join(INITS[init])}, {INIT_PROMISE[init][0]}-{INIT_PROMISE[init][1]}"
+                          for init in INITS),
         "r2": {}, "r1": {}, "reference": {}}
     if "r2/reference" in done:
         report["reference"] = {row: summary_of(ev) for row, ev in done["r2/reference"]["rows"].items()}
@@ -535,7 +568,7 @@ def analyse(results: Path) -> dict[str, Any]:
                 section["paired"][f"{arm} - {control}"] = {
                     "per_seed": per_seed, "over_seeds": over_seeds([d["difference"] for d in per_seed.values()])}
         report["r2"][init] = section
-    for arm in ("skillrise", "none"):
+    for arm in R1_ARMS:
         for seed in SEEDS:
             record = done.get(f"r1/{arm}-seed{seed}")
             if record:
@@ -586,6 +619,12 @@ def markdown(report: dict[str, Any]) -> str:
     def interval(ci: Any) -> str:
         return "-" if not ci else f"[{ci[0]:+.3f}, {ci[1]:+.3f}]"
 
+    # a report from before the inits were chosen by their R=1 runs' behaviour (the pilot lineage) names none:
+    # its inits were then SkillRise seeds 1 and 2
+    inits = report.get("inits", {"curates": "r1/skillrise-seed1", "cannot": "r1/skillrise-seed2"})
+    if "inits_rule" in report:
+        lines += ["Inits: " + "; ".join(f"{init}: {stage or 'not chosen yet'}" for init, stage in inits.items())
+                  + f" ({report['inits_rule']}).", ""]
     if report["reference"]:
         lines += ["Scripted rows on the R=2 test panel: " + "; ".join(
             f"{row} {r['success']:.2f} (positions 2-5 {r['measure']:.2f})" for row, r in report["reference"].items()), ""]
@@ -593,7 +632,7 @@ def markdown(report: dict[str, Any]) -> str:
         if not section["arms"] and not section["init"]:
             continue
         lines += [f"## R=2 from the init that {'curates' if init == 'curates' else 'cannot curate'} "
-                  f"(R=1 SkillRise, seed {INITS[init]})", ""]
+                  f"(the R=1 run {inits.get(init) or 'not chosen yet'})", ""]
         if not section["same_start"]:
             lines += ["**Warning: these arms did not all start from the same init bits** (the init was rebuilt "
                       "between stages); their comparisons are not paired on the init.", ""]
@@ -685,7 +724,7 @@ def main(argv: list[str] | None = None) -> int:
 
     work = Path(args.work_dir)
     if args.command == "pack":  # reads finished stages' folders only: no lock (a run may go on beside it)
-        done = [n for n in names if packed_paths(n) and result_path(n, results).is_file()]
+        done = [n for n in names if packed_paths(n, results) and result_path(n, results).is_file()]
         try:
             for name in done:
                 Experiment(work, results, log).pack(name)
@@ -709,7 +748,7 @@ def main(argv: list[str] | None = None) -> int:
             scratch.write_text(json.dumps(record, indent=1) + "\n")
             scratch.replace(path)
             log(f"stage {name} done in {record['stage_wall_seconds']:.0f} s: {path}")
-            if packed_paths(name):
+            if packed_paths(name, results):
                 experiment.pack(name)
     except te.Refused as exc:
         print(f"decisive_experiment: error: {exc.message}", file=sys.stderr, flush=True)
