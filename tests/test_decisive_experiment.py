@@ -27,6 +27,7 @@ def toy(monkeypatch):
     monkeypatch.setattr(module, "R2", te.Preset(**{**tiny, **evaluation, "rules": 2, "bins": 4, "K": 4, "steps": 1,
                                                    "warmstart_steps": 0}))
     monkeypatch.setattr(module, "SEEDS", (0, 1))
+    monkeypatch.setattr(module, "INITS", {"curates": ("r1/skillrise-seed1",), "cannot": ("r1/none-seed0", "r1/none-seed1")})
     # the tiny model's R=1 runs keep no promise about curating (test_an_init_that_does_not_keep_its_promise...)
     monkeypatch.setattr(module, "INIT_PROMISE", {"curates": (0.0, 1.0), "cannot": (0.0, 1.0)})
     return module
@@ -152,28 +153,55 @@ def test_the_inits_are_committed_and_a_fresh_machine_restores_them_instead_of_re
     assert str(damaged) in err and "differs from" in err
 
 
-def test_an_init_is_the_first_candidate_that_keeps_its_promise_else_the_r2_arms_stop(tmp_path):
+def test_an_init_is_the_first_candidate_that_keeps_its_promise_else_the_r2_arms_stop(tmp_path, capsys):
     """An R=1 run's outcome is not fixed by its seed across machines, so each init is the first of its candidate
     R=1 runs whose documents keep INIT_PROMISE; a candidate not run yet, or none keeping it, refuses every R=2
-    stage from that init, naming the files; only the chosen run is packed with the inits."""
+    stage from that init, naming the files. Only the chosen run is packed with the inits, also when it became
+    the init after its own record landed; an init whose model is missing or has other bits is never retrained."""
     module = decisive_experiment
-    results = tmp_path / "results"
-    experiment = module.Experiment(tmp_path / "work", results, print)
+    results, work = tmp_path / "results", tmp_path / "work"
+    experiment = module.Experiment(work, results, print)
+    first, second, third = module.INITS["cannot"]
 
     def record(stage, share):
+        arm, seed = module.r1_run(stage)
+        final = work / "r1" / f"seed{seed}" / arm / "final"
+        final.mkdir(parents=True, exist_ok=True)
+        (final / "adapter_model.safetensors").write_bytes(f"{stage} weights".encode())
+        for name in ("config.json", "metrics.jsonl", "wall_seconds.txt"):
+            (final.parent / name).write_text("{}")
         path = module.result_path(stage, results)
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps({"evaluation": {"documents": {"states_all": share}}}))
+        path.write_text(json.dumps({"evaluation": {"documents": {"states_all": share}},
+                                    "model": {"digest": module.weights_digest(final)}}))
         return path
 
-    first, second, third = module.INITS["cannot"]
-    record(first, 0.72)  # learned to state the rule: not an init that cannot curate
-    with pytest.raises(module.te.Refused, match=f"{second} has not run yet"):
+    record(second, 0.05)  # keeps the promise, but an earlier candidate has not run
+    with pytest.raises(module.te.Refused, match=f"{first} has not run yet"):
         experiment._r2("cannot", "none", 0)
-    assert module.init_stage("cannot", results, strict=False) is None
-    record(second, 0.05)
+    assert module.init_stage("cannot", results, strict=False) is None and experiment.pack_inits() == []
+    record(first, 0.72)  # learned to state the rule: not an init that cannot curate; the second becomes the init
     assert module.init_stage("cannot", results) == second
-    assert module.packed_paths(second, results) and module.packed_paths(first, results) == ()
+    assert module.packed_paths(first, results) == ()
+    assert experiment.pack_inits() == [second]  # packed now, though its own record landed earlier
+    assert "r1/seed1/none/final/adapter_model.safetensors" in experiment.manifest()[second]
+    capsys.readouterr()
+    assert module.main(["status", "--results-dir", str(results), "--work-dir", str(work)]) == 0
+    assert f"init  cannot: {second}" in capsys.readouterr().out
+
+    # the init's model with other bits than its record names, or absent: refused, nothing retrained
+    final = work / "r1" / "seed1" / "none" / "final"
+    (final / "adapter_model.safetensors").write_bytes(b"retrained elsewhere")
+    with pytest.raises(module.te.Refused, match="not the init its record describes"):
+        experiment._r2("cannot", "none", 0)
+    import shutil
+
+    shutil.rmtree(final.parent)
+    (results / "inits" / "manifest.json").unlink()
+    with pytest.raises(module.te.Refused, match="neither in"):
+        experiment._r2("cannot", "none", 0)
+    assert not (work / "warmstart").exists()  # no warm start built, no init retrained
+
     record(second, 0.5)
     path = record(third, None)  # no curate turn measured: keeps nothing
     for refused_stage in (lambda: experiment._r2("cannot", "none", 0), lambda: experiment.run_stage("r2/cannot/init")):
@@ -181,6 +209,7 @@ def test_an_init_is_the_first_candidate_that_keeps_its_promise_else_the_r2_arms_
             refused_stage()
         assert str(path) in refused.value.message and str(module.result_path(first, results)) in refused.value.message
     assert module.packed_paths(second, results) == ()
+    assert module.not_chosen(module.init_choice("cannot", results)[1]) == "none keeps its promise"
 
     (curates,) = module.INITS["curates"]
     record(curates, 0.5)

@@ -13,7 +13,8 @@ rerun skips every stage whose JSON is there, so the experiment resumes from what
     r1/<arm>-seed<s>           R=1, N=3, K=2, 25 RL steps from the warm start, arms skillrise and none, RL seeds
                                0 1 2; held out on the R=1 test panel (K=6, 100 sequences). Two of them are the
                                inits of the R=2 arms (`INITS`): skillrise seed 1, the init that curates, and the
-                               first none run whose documents do not state the rule, the init that cannot
+                               first none run whose documents state the rule in at most 10% of curate turns,
+                               the init that cannot
     r2/reference               the scripted rows (latest rule only, perfect curator) on the R=2 test panel
     r2/<init>/<arm>-seed<s>    R=2, N=4, K=4, 40 RL steps from <init> (curates | cannot), arms skillrise, none,
                                own, RL seeds 0 1 2; held out on the R=2 test panel (K=6, 100 sequences)
@@ -90,7 +91,7 @@ SETTINGS = {"warmstart": WARMSTART, "r1": R1, "r2": R2}
 #: 0.72 of curate turns), so the choice was made again, in a commit, before any R=2 arm ran from it and before
 #: any R=1 `none` run had finished: the R=1 runs whose curate turns are not trained (arm none), the same RL
 #: budget from the same warm start, the curator left as the warm start made it. R=1 SkillRise seed 2 stays a
-#: row of the R=1 table. No candidate keeping its promise stops the R=2 arms from that init.
+#: row of the R=1 table. If no candidate keeps its promise, the R=2 arms from that init are refused.
 INITS = {"curates": ("r1/skillrise-seed1",), "cannot": ("r1/none-seed0", "r1/none-seed1", "r1/none-seed2")}
 #: what each init's name promises, checked on its R=1 stage before any R=2 arm starts from it: the share of
 #: curate turns whose documents state the rule on the R=1 test panel (`evaluation.documents.states_all`).
@@ -170,30 +171,35 @@ def r1_run(stage: str) -> tuple[str, int]:
     return arm, int(seed)
 
 
-def init_stage(init: str, results: Path | None = None, strict: bool = True) -> str | None:
-    """The R=1 stage that is `init`: the first of its candidates (`INITS`) whose documents keep `INIT_PROMISE`.
-    With `strict`, `te.Refused` when a candidate before it has not run or none keeps it (naming the files and
-    their shares); else None then."""
+def init_choice(init: str, results: Path | None = None) -> tuple[str | None, str]:
+    """The R=1 stage that is `init` (the first of its candidates, `INITS`, whose documents keep `INIT_PROMISE`)
+    and why: (stage, "chosen"), or (None, what it waits for), or (None, why no candidate keeps it)."""
     low, high = INIT_PROMISE[init]
     seen = []
     for stage in INITS[init]:
         path = result_path(stage, results)
         if not path.is_file():
-            if not strict:
-                return None
-            raise te.Refused(f"the init '{init}' is the first of {', '.join(INITS[init])} whose documents state the "
-                             f"rule in {low}-{high} of its curate turns; {stage} has not run yet (run it first: "
-                             f"decisive_experiment.py run --only {stage})")
+            return None, (f"the init '{init}' is the first of {', '.join(INITS[init])} whose documents state the "
+                          f"rule in {low}-{high} of its curate turns; {stage} has not run yet (run it first: "
+                          f"decisive_experiment.py run --only {stage})")
         share = json.loads(path.read_text())["evaluation"]["documents"].get("states_all")
         if share is not None and low <= share <= high:
-            return stage
+            return stage, "chosen"
         seen.append(f"{path}: {share}")
-    if not strict:
-        return None
-    raise te.Refused(f"no candidate for the init '{init}' keeps its promise (documents state the rule in "
-                     f"{low}-{high} of its curate turns, the init that "
-                     f"{'curates' if init == 'curates' else 'cannot curate'}): {'; '.join(seen)}; choose the "
-                     "init again (INITS, a commit) before any R=2 arm starts from it")
+    return None, (f"no candidate for the init '{init}' keeps its promise (documents state the rule in "
+                  f"{low}-{high} of its curate turns, the init that "
+                  f"{'curates' if init == 'curates' else 'cannot curate'}): {'; '.join(seen)}; choose the "
+                  "init again (INITS, a commit) before any R=2 arm starts from it")
+
+
+def init_stage(init: str, results: Path | None = None, strict: bool = True) -> str | None:
+    """The R=1 stage that is `init` (`init_choice`). With `strict`, `te.Refused` saying why when there is none
+    yet (a candidate before it has not run, or none keeps the promise: the files and their shares named);
+    else None then."""
+    stage, why = init_choice(init, results)
+    if stage is None and strict:
+        raise te.Refused(why)
+    return stage
 
 
 # ------------------------------------------------------------------------------------------ models
@@ -301,6 +307,19 @@ class Experiment:
                      f"({sum((self.inits / n).stat().st_size for n in packed) / 1e6:.1f} MB)")
         return sorted(packed)
 
+    def pack_inits(self) -> list[str]:
+        """Pack every finished stage later stages start from that the manifest lacks and the work dir holds
+        (the warm start, each chosen init): an R=1 run becomes an init when its own record lands, or later,
+        when an earlier candidate's record lands and does not keep its promise. The stages packed."""
+        manifest, packed = self.manifest(), []
+        for stage in ["warmstart"] + [init_stage(init, self.results, strict=False) for init in INITS]:
+            paths = packed_paths(stage, self.results) if stage else ()
+            if (stage and stage not in manifest and paths and result_path(stage, self.results).is_file()
+                    and all((self.work / p).exists() for p in paths)):
+                self.pack(stage)
+                packed.append(stage)
+        return packed
+
     def restore(self, stage: str) -> bool:
         """A finished stage's model put back in the work dir from the committed inits, when the work dir lacks
         it (a fresh machine): every file checked against the manifest, the work dir's path put back, the
@@ -369,8 +388,22 @@ class Experiment:
         return work / arm / "final", trained, work
 
     def init_final(self, init: str) -> Path:
-        """The final/ of the R=1 run that is `init` (`init_stage`: refused when no recorded run keeps the promise)."""
-        return self.r1_final(*r1_run(init_stage(init, self.results)))
+        """The final/ of the R=1 run that is `init` (`init_stage`: refused when no recorded run keeps the promise),
+        from the work dir or the committed inits, and only with the weights its record names: an init is never
+        retrained here (on another machine that would not give the run whose documents kept the promise)."""
+        stage = init_stage(init, self.results)
+        arm, seed = r1_run(stage)
+        self.restore(stage)
+        final = self.work / "r1" / f"seed{seed}" / arm / "final"
+        recorded = json.loads(result_path(stage, self.results).read_text())["model"]["digest"]
+        if not final.is_dir():
+            raise te.Refused(f"the init '{init}' is {stage}, but its model is neither in {final} nor committed in "
+                             f"{self.inits} (pack it where it was made: decisive_experiment.py pack --work-dir "
+                             "<that work dir>); retraining it would not give the run its record describes")
+        if weights_digest(final) != recorded:
+            raise te.Refused(f"{final} has weights digest {weights_digest(final)}, not the {recorded} that "
+                             f"{result_path(stage, self.results)} recorded: not the init its record describes")
+        return self.r1_final(arm, seed)
 
     def _r2(self, init: str, arm: str, seed: int) -> tuple[Path, dict[str, Any], Path, Path]:
         start = self.init_final(init)
@@ -534,6 +567,7 @@ def analyse(results: Path) -> dict[str, Any]:
                     "differences, t 95% interval over seeds (df = seeds - 1)",
         "stages_done": sorted(done), "stages_left": [n for n in stages() if n not in done],
         "inits": {init: init_stage(init, results, strict=False) for init in INITS},
+        "inits_why": {init: init_choice(init, results)[1] for init in INITS},
         "inits_rule": f"each init is the first of its candidate R=1 runs whose documents state the rule in the "
                       f"promised share of curate turns: " + "; ".join(
                           f"{init}: {', '.join(INITS[init])}, {INIT_PROMISE[init][0]}-{INIT_PROMISE[init][1]}"
@@ -606,6 +640,10 @@ def summary_of(evaluation: dict[str, Any]) -> dict[str, Any]:
             "panel": evaluation["panel"]["hash"]}
 
 
+def not_chosen(why: str) -> str:
+    return "none keeps its promise" if why.startswith("no candidate") else "not chosen yet"
+
+
 def markdown(report: dict[str, Any]) -> str:
     """decisive.md: the report's tables, rendered from decisive.json alone."""
     lines = ["# The decisive experiment (generated by `python benchmarks/experiments/decisive_experiment.py report`; do not edit)",
@@ -623,7 +661,8 @@ def markdown(report: dict[str, Any]) -> str:
     # its inits were then SkillRise seeds 1 and 2
     inits = report.get("inits", {"curates": "r1/skillrise-seed1", "cannot": "r1/skillrise-seed2"})
     if "inits_rule" in report:
-        lines += ["Inits: " + "; ".join(f"{init}: {stage or 'not chosen yet'}" for init, stage in inits.items())
+        why = report.get("inits_why", {})
+        lines += ["Inits: " + "; ".join(f"{init}: {stage or not_chosen(why.get(init, ''))}" for init, stage in inits.items())
                   + f" ({report['inits_rule']}).", ""]
     if report["reference"]:
         lines += ["Scripted rows on the R=2 test panel: " + "; ".join(
@@ -632,7 +671,7 @@ def markdown(report: dict[str, Any]) -> str:
         if not section["arms"] and not section["init"]:
             continue
         lines += [f"## R=2 from the init that {'curates' if init == 'curates' else 'cannot curate'} "
-                  f"(the R=1 run {inits.get(init) or 'not chosen yet'})", ""]
+                  f"(the R=1 run {inits.get(init) or not_chosen(report.get('inits_why', {}).get(init, ''))})", ""]
         if not section["same_start"]:
             lines += ["**Warning: these arms did not all start from the same init bits** (the init was rebuilt "
                       "between stages); their comparisons are not paired on the init.", ""]
@@ -698,6 +737,9 @@ def main(argv: list[str] | None = None) -> int:
         for name in names:
             where = progress(name, Path(args.work_dir)) if name in left else None
             print(f"{'done' if name not in left else 'left'}  {name}" + (f"  ({where})" if where else ""))
+        for init in INITS:
+            stage, why = init_choice(init, results)
+            print(f"init  {init}: {stage}" if stage else f"init  {init}: {why}")
         print(f"{len(names) - len(left)} of {len(names)} stages done; about {sum(cost(n) for n in left)} CPU minutes "
               "left at 2 threads on a 2-core machine")
         return 0
@@ -748,8 +790,7 @@ def main(argv: list[str] | None = None) -> int:
             scratch.write_text(json.dumps(record, indent=1) + "\n")
             scratch.replace(path)
             log(f"stage {name} done in {record['stage_wall_seconds']:.0f} s: {path}")
-            if packed_paths(name, results):
-                experiment.pack(name)
+            experiment.pack_inits()  # this stage, or an earlier candidate it made the init
     except te.Refused as exc:
         print(f"decisive_experiment: error: {exc.message}", file=sys.stderr, flush=True)
         return 2
