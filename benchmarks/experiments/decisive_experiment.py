@@ -128,8 +128,9 @@ def stages() -> list[str]:
     return names
 
 
-#: rough CPU minutes of each kind of stage at 2 threads on the 2-core box (the repository's timings)
-COST_MINUTES = {"warmstart": 31, "r1": 12, "r2/reference": 1, "init": 5, "r2": 35}  # r2: an arm
+#: rough CPU minutes of each kind of stage at 2 threads on the 2-core box, float32, measured in the second
+#: lineage (its stage_wall_seconds: warmstart 3149 s, r1/none-seed2 736 s, r2/curates/skillrise-seed0 2600 s)
+COST_MINUTES = {"warmstart": 53, "r1": 12, "r2/reference": 1, "init": 7, "r2": 44}  # r2: an arm
 
 
 def progress(name: str, work: Path) -> str | None:
