@@ -28,7 +28,7 @@ def toy(monkeypatch):
                                                    "warmstart_steps": 0}))
     monkeypatch.setattr(module, "SEEDS", (0, 1))
     monkeypatch.setattr(module, "INITS", {"curates": ("r1/skillrise-seed1",), "cannot": ("r1/none-seed0", "r1/none-seed1")})
-    # the tiny model's R=1 runs keep no promise about curating (test_an_init_that_does_not_keep_its_promise...)
+    # the tiny model's R=1 runs keep no promise about curating (test_an_init_is_the_first_candidate_that_keeps...)
     monkeypatch.setattr(module, "INIT_PROMISE", {"curates": (0.0, 1.0), "cannot": (0.0, 1.0)})
     return module
 
@@ -164,8 +164,7 @@ def test_an_init_is_the_first_candidate_that_keeps_its_promise_else_the_r2_arms_
     first, second, third = module.INITS["cannot"]
 
     def record(stage, share):
-        arm, seed = module.r1_run(stage)
-        final = work / "r1" / f"seed{seed}" / arm / "final"
+        final = work / module.r1_folder(stage) / "final"
         final.mkdir(parents=True, exist_ok=True)
         (final / "adapter_model.safetensors").write_bytes(f"{stage} weights".encode())
         for name in ("config.json", "metrics.jsonl", "wall_seconds.txt"):

@@ -172,6 +172,17 @@ def r1_run(stage: str) -> tuple[str, int]:
     return arm, int(seed)
 
 
+def r1_folder(stage: str) -> str:
+    """An R=1 stage's run folder under the work dir ("r1/none-seed0" -> "r1/seed0/none"), as `Experiment._r1`
+    makes it."""
+    arm, seed = r1_run(stage)
+    return f"r1/seed{seed}/{arm}"
+
+
+#: how `init_choice` begins its reason when every candidate ran and none keeps the promise
+NO_CANDIDATE = "no candidate"
+
+
 def init_choice(init: str, results: Path | None = None) -> tuple[str | None, str]:
     """The R=1 stage that is `init` (the first of its candidates, `INITS`, whose documents keep `INIT_PROMISE`)
     and why: (stage, "chosen"), or (None, what it waits for), or (None, why no candidate keeps it)."""
@@ -187,7 +198,7 @@ def init_choice(init: str, results: Path | None = None) -> tuple[str | None, str
         if share is not None and low <= share <= high:
             return stage, "chosen"
         seen.append(f"{path}: {share}")
-    return None, (f"no candidate for the init '{init}' keeps its promise (documents state the rule in "
+    return None, (f"{NO_CANDIDATE} for the init '{init}' keeps its promise (documents state the rule in "
                   f"{low}-{high} of its curate turns, the init that "
                   f"{'curates' if init == 'curates' else 'cannot curate'}): {'; '.join(seen)}; choose the "
                   "init again (INITS, a commit) before any R=2 arm starts from it")
@@ -255,8 +266,7 @@ def packed_paths(stage: str, results: Path | None = None) -> tuple[str, ...]:
         adapter = WARMSTART.warmstart_reading_first and WARMSTART.lora  # else no reading-first adapter is made
         return (("warmstart/" + te.READING_FIRST_ADAPTER,) if adapter else ()) + ("warmstart/untrained",)
     if stage in {init_stage(init, results, strict=False) for init in INITS}:
-        arm, seed = r1_run(stage)
-        run = f"r1/seed{seed}/{arm}"
+        run = r1_folder(stage)
         return (f"{run}/final", f"{run}/config.json", f"{run}/metrics.jsonl", f"{run}/wall_seconds.txt")
     return ()
 
@@ -313,10 +323,10 @@ class Experiment:
         (the warm start, each chosen init): an R=1 run becomes an init when its own record lands, or later,
         when an earlier candidate's record lands and does not keep its promise. The stages packed."""
         manifest, packed = self.manifest(), []
-        for stage in ["warmstart"] + [init_stage(init, self.results, strict=False) for init in INITS]:
-            paths = packed_paths(stage, self.results) if stage else ()
-            if (stage and stage not in manifest and paths and result_path(stage, self.results).is_file()
-                    and all((self.work / p).exists() for p in paths)):
+        chosen = [init_stage(init, self.results, strict=False) for init in INITS]
+        for stage in ["warmstart"] + [stage for stage in chosen if stage]:
+            if (stage not in manifest and result_path(stage, self.results).is_file()
+                    and all((self.work / p).exists() for p in packed_paths(stage, self.results))):
                 self.pack(stage)
                 packed.append(stage)
         return packed
@@ -393,18 +403,18 @@ class Experiment:
         from the work dir or the committed inits, and only with the weights its record names: an init is never
         retrained here (on another machine that would not give the run whose documents kept the promise)."""
         stage = init_stage(init, self.results)
-        arm, seed = r1_run(stage)
         self.restore(stage)
-        final = self.work / "r1" / f"seed{seed}" / arm / "final"
+        final = self.work / r1_folder(stage) / "final"
         recorded = json.loads(result_path(stage, self.results).read_text())["model"]["digest"]
         if not final.is_dir():
             raise te.Refused(f"the init '{init}' is {stage}, but its model is neither in {final} nor committed in "
                              f"{self.inits} (pack it where it was made: decisive_experiment.py pack --work-dir "
                              "<that work dir>); retraining it would not give the run its record describes")
-        if weights_digest(final) != recorded:
-            raise te.Refused(f"{final} has weights digest {weights_digest(final)}, not the {recorded} that "
+        found = weights_digest(final)
+        if found != recorded:
+            raise te.Refused(f"{final} has weights digest {found}, not the {recorded} that "
                              f"{result_path(stage, self.results)} recorded: not the init its record describes")
-        return self.r1_final(arm, seed)
+        return self.r1_final(*r1_run(stage))
 
     def _r2(self, init: str, arm: str, seed: int) -> tuple[Path, dict[str, Any], Path, Path]:
         start = self.init_final(init)
@@ -561,14 +571,15 @@ def load_stages(results: Path) -> dict[str, dict[str, Any]]:
 def analyse(results: Path) -> dict[str, Any]:
     """The report of what has finished: every figure computed from the stages' JSON."""
     done = load_stages(results)
+    choices = {init: init_choice(init, results) for init in INITS}
     report: dict[str, Any] = {
         "what": __doc__.split("\n\n")[0].replace("\n", " "),
         "measure": f"mean success at positions {MEASURE[0]}-{MEASURE[1] - 1} (0-based) of K=6, test panel",
         "interval": "per seed: bootstrap 95% CI over the panel's sequences; over seeds: mean of the per-seed "
                     "differences, t 95% interval over seeds (df = seeds - 1)",
         "stages_done": sorted(done), "stages_left": [n for n in stages() if n not in done],
-        "inits": {init: init_stage(init, results, strict=False) for init in INITS},
-        "inits_why": {init: init_choice(init, results)[1] for init in INITS},
+        "inits": {init: stage for init, (stage, _) in choices.items()},
+        "inits_why": {init: why for init, (_, why) in choices.items()},
         "inits_rule": f"each init is the first of its candidate R=1 runs whose documents state the rule in the "
                       f"promised share of curate turns: " + "; ".join(
                           f"{init}: {', '.join(INITS[init])}, {INIT_PROMISE[init][0]}-{INIT_PROMISE[init][1]}"
@@ -642,7 +653,7 @@ def summary_of(evaluation: dict[str, Any]) -> dict[str, Any]:
 
 
 def not_chosen(why: str) -> str:
-    return "none keeps its promise" if why.startswith("no candidate") else "not chosen yet"
+    return "none keeps its promise" if why.startswith(NO_CANDIDATE) else "not chosen yet"
 
 
 def markdown(report: dict[str, Any]) -> str:
@@ -661,8 +672,8 @@ def markdown(report: dict[str, Any]) -> str:
     # a report from before the inits were chosen by their R=1 runs' behaviour (the pilot lineage) names none:
     # its inits were then SkillRise seeds 1 and 2
     inits = report.get("inits", {"curates": "r1/skillrise-seed1", "cannot": "r1/skillrise-seed2"})
+    why = report.get("inits_why", {})
     if "inits_rule" in report:
-        why = report.get("inits_why", {})
         lines += ["Inits: " + "; ".join(f"{init}: {stage or not_chosen(why.get(init, ''))}" for init, stage in inits.items())
                   + f" ({report['inits_rule']}).", ""]
     if report["reference"]:
@@ -672,7 +683,7 @@ def markdown(report: dict[str, Any]) -> str:
         if not section["arms"] and not section["init"]:
             continue
         lines += [f"## R=2 from the init that {'curates' if init == 'curates' else 'cannot curate'} "
-                  f"(the R=1 run {inits.get(init) or not_chosen(report.get('inits_why', {}).get(init, ''))})", ""]
+                  f"(the R=1 run {inits.get(init) or not_chosen(why.get(init, ''))})", ""]
         if not section["same_start"]:
             lines += ["**Warning: these arms did not all start from the same init bits** (the init was rebuilt "
                       "between stages); their comparisons are not paired on the init.", ""]
