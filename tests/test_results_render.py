@@ -128,3 +128,39 @@ def test_the_readme_quotes_no_measured_figure_outside_its_generated_blocks():
                         r"|\b0\.\d+\b|\d+(?:\.\d+)?%")
     typed = [(m.group(), line.strip()) for line in prose.splitlines() for m in figure.finditer(line)]
     assert not typed, f"figures typed in the README (render them from a JSON): {typed}"
+
+
+def test_every_figure_in_the_results_pages_is_found_in_a_file_its_section_cites():
+    """The prose of docs/rulebook.md, docs/results/*.md and benchmarks/results/**/README.md types no figure that
+    the files it cites do not hold (scripts/check_figures.py): no derived difference, no drifted rate."""
+    import check_figures
+
+    missing = check_figures.check()
+    assert not missing, "figures not found in a cited file:\n" + "\n".join(map(str, missing))
+
+
+def test_check_figures_names_an_uncited_or_derived_figure_and_skips_versions_code_and_tables(tmp_path, capsys):
+    import check_figures
+
+    results = tmp_path / "benchmarks/results"
+    (results / "run").mkdir(parents=True)
+    (results / "run/a.json").write_text(json.dumps({"success": 0.6123, "ci": [0.55, 0.67], "share": 0.52}))
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "tests/test_x.py").write_text("assert abs(x - y) <= 0.045\n")
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "docs/rulebook.md").write_text(
+        "# Results\n\n"
+        "Success 0.61 [0.55, 0.67], 52% of turns (`run/a.json`). A derived difference +0.06.\n\n"
+        "## Elsewhere\n\n"
+        "Uncited 0.61 on alfworld 0.4.2 and Python 3.10, 40 steps.\n\n"
+        "<!-- results: x -->\n| 0.99 |\n<!-- /results -->\n\n"
+        "```\n0.77\n```\n\n"
+        "**A bold title.** Within 0.045 (`tests/test_x.py`), and `--lr 0.3` is code.\n")
+    (results / "run/README.md").write_text("run/ (the run): 0.61 and 0.67.\n\nother/ (no JSON): 0.55.\n")
+    missing = check_figures.check(root=tmp_path)
+    said = [(m.page, m.line, m.section, m.figure) for m in missing]
+    assert said == [("benchmarks/results/run/README.md", 3, "other/", "0.55"),
+                    ("docs/rulebook.md", 3, "Results", "+0.06"),
+                    ("docs/rulebook.md", 7, "Elsewhere", "0.61")], said
+    assert "no file cited in this section" in str(missing[-1])
+    assert "run/a.json" in str(missing[1])

@@ -59,6 +59,19 @@ def test_perfect_curator_reaches_the_computed_ceiling(K):
     env.close()
 
 
+def test_the_committed_ceilings_are_what_the_code_computes(capsys, tmp_path):
+    """docs/rulebook.md's ceilings table is rendered from benchmarks/results/rulebook_ceilings.json; that file is
+    what RulebookBackend.ceilings computes today (a generator change that moves them fails here, naming the
+    command that rewrites it)."""
+    from benchmarks.experiments import rulebook_ceilings
+
+    assert rulebook_ceilings.main(["--check"]) == 0, capsys.readouterr().err
+    moved = tmp_path / "ceilings.json"  # and the check can fail: a moved ceiling is named
+    moved.write_text(rulebook_ceilings.OUT.read_text(encoding="utf-8").replace("0.626372", "0.61"), encoding="utf-8")
+    assert rulebook_ceilings.main(["--check", "--out", str(moved)]) == 1
+    assert "rulebook_ceilings.py" in capsys.readouterr().err
+
+
 def test_an_agent_that_ignores_the_document_stays_at_chance():
     env = gym.make("SkillRise-Rulebook-v0", K=4, seed=0, backend_options={"bins": 4})
     rates = play(env.unwrapped, ignore_document, 1500, seed=1).mean(axis=0)

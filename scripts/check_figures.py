@@ -1,0 +1,233 @@
+#!/usr/bin/env python
+"""Every measured figure typed in a results page is found in a file its section cites.
+
+The tables are generated (scripts/render_results.py); the prose around them is written by hand, and a figure
+typed there can drift from its JSON or have none. This check reads the pages that report results
+(docs/rulebook.md, docs/results/*.md, benchmarks/results/**/README.md) section by section (a section runs from
+one heading to the next) and asks of every decimal figure in the prose (0.61, +0.035, 1.78x, 24%) that it be
+found in a file the same section names:
+
+- a JSON under benchmarks/results/ (named by its path from the repository, from benchmarks/results/, from the
+  page's folder, or by the tail of its path, as the prose does: `curriculum/k6/` names every JSON under a
+  folder whose path ends so; `novel_{kinds,colours}/` names both): the figure is found when some number in it
+  rounds to the figure at the figure's precision (signs ignored: the prose says "0.175 below");
+- a source or test file (`tests/test_keeping_credit.py`): the figure is found when it appears in the file's
+  text (a threshold the test asserts).
+
+It is a floor, not a proof: a figure whose digits happen to match another number in a cited file passes, so a
+section that cites many files checks little; keep citations next to the figures they back. A percentage is found
+as a fraction or as a percentage. Generated blocks, code (fenced and inline), links and
+version numbers (three parts, or after a package's name) are not prose figures. A figure that is derived (a
+difference of two means, a ratio of two timings) is not found: commit it in the JSON that the experiment
+writes, or say it without the number.
+
+    python scripts/check_figures.py            # exit 1 listing every figure not found, with page, line, section
+    python scripts/check_figures.py PAGE ...   # only these pages
+
+tests/test_results_render.py runs it over the committed pages.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import re
+import sys
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+RESULTS = "benchmarks/results"
+
+#: the pages whose prose reports results
+PAGE_GLOBS = ("docs/rulebook.md", "docs/results/*.md", f"{RESULTS}/**/README.md")
+
+_GENERATED = re.compile(r"<!-- results: .*? -->.*?<!-- /results -->", re.S)
+_FENCE = re.compile(r"^```.*?^```", re.S | re.M)
+_COMMENT = re.compile(r"<!--.*?-->", re.S)
+_INLINE_CODE = re.compile(r"`([^`\n]+)`")
+_LINK_TARGET = re.compile(r"\]\(([^)\s]+)\)")
+_HEADING = re.compile(r"^#{1,6} ")
+#: a file the prose names: a path ending in .json or .py, or a folder (ending in /)
+_REF = re.compile(r"(?<![\w/.-])((?:[\w.*{},-]+/)+(?:[\w.*{},-]+\.(?:json|py))?|[\w.*{},-]+\.(?:json|py))(?![\w])")
+#: a decimal figure, with its sign, an optional ratio x or percent sign
+_FIGURE = re.compile(r"(?<![\w.])([+\-−]?)(\d+\.\d+|\d+)(x|%)?(?![\w]|\.\d)")
+#: a package and its version ("alfworld 0.4.2", "Python 3.10"): not a measurement
+_VERSION_AFTER = re.compile(r"(?i)(python|torch|transformers|trl|peft|accelerate|alfworld|textworld|scienceworld|"
+                            r"gymnasium|numpy|ray|java|jdk|pytest|version|v|arxiv|py)\s*[=<>~]*\s*$")
+
+
+@dataclass(frozen=True)
+class Missing:
+    page: str
+    line: int
+    section: str
+    figure: str
+    cited: tuple[str, ...]
+
+    def __str__(self) -> str:
+        where = ", ".join(self.cited) if self.cited else "no file cited in this section"
+        return f"{self.page}:{self.line} [{self.section}] {self.figure} not found in: {where}"
+
+
+def pages(root: Path = ROOT) -> list[Path]:
+    found: set[Path] = set()
+    for pattern in PAGE_GLOBS:
+        found.update(p for p in root.glob(pattern) if "/inits/" not in p.as_posix())
+    return sorted(found)
+
+
+def _expand(ref: str) -> list[str]:
+    """`novel_{kinds,colours}/` -> both."""
+    match = re.search(r"\{([^{}]*)\}", ref)
+    if not match:
+        return [ref]
+    head, tail = ref[: match.start()], ref[match.end():]
+    return [x for option in match.group(1).split(",") for x in _expand(head + option + tail)]
+
+
+@lru_cache(maxsize=None)
+def _json_files(root: Path) -> tuple[str, ...]:
+    base = root / RESULTS
+    return tuple(sorted(p.relative_to(root).as_posix() for p in base.rglob("*.json") if "/inits/" not in p.as_posix()))
+
+
+def resolve(ref: str, page: Path, root: Path = ROOT) -> list[Path]:
+    """The files a reference in `page` names (JSON under benchmarks/results, or a source file)."""
+    out: list[Path] = []
+    for one in _expand(ref.strip().lstrip("./") if not ref.startswith("../") else ref):
+        if one.endswith(".py"):
+            for candidate in (root / one, page.parent / one):
+                if candidate.is_file():
+                    out.append(candidate)
+                    break
+            continue
+        pattern = one if one.endswith(("/", ".json")) else one + "/"
+        for rel in _json_files(root):
+            full = "/" + rel
+            page_rel = ""
+            try:
+                page_rel = "/" + (root / rel).relative_to(page.parent).as_posix()
+            except ValueError:
+                pass
+            if pattern.endswith("/"):
+                hit = ("/" + pattern) in full or (page_rel and page_rel.startswith("/" + pattern))
+            else:
+                hit = any(re.fullmatch(".*/" + re.escape(pattern).replace(r"\*", "[^/]*"), s)
+                          for s in (full, page_rel) if s)
+            if hit:
+                out.append(root / rel)
+    return out
+
+
+def _numbers(obj, out: list[float]) -> None:
+    if isinstance(obj, bool) or obj is None:
+        return
+    if isinstance(obj, (int, float)):
+        out.append(float(obj))
+    elif isinstance(obj, str):
+        out.extend(float(m) for m in re.findall(r"-?\d+\.\d+", obj))
+    elif isinstance(obj, dict):
+        for value in obj.values():
+            _numbers(value, out)
+    elif isinstance(obj, list):
+        for value in obj:
+            _numbers(value, out)
+
+
+@lru_cache(maxsize=None)
+def _file_numbers(path: Path) -> tuple[float, ...]:
+    out: list[float] = []
+    _numbers(json.loads(path.read_text(encoding="utf-8")), out)
+    return tuple(out)
+
+
+def _found(figure: str, unit: str, files: list[Path]) -> bool:
+    decimals = len(figure.split(".")[1]) if "." in figure else 0
+    value = float(figure)
+    tolerance = 0.5 * 10 ** -decimals + 1e-9
+    for path in files:
+        if path.suffix == ".py":
+            if re.search(r"(?<![\d.])" + re.escape(figure) + r"(?![\d])", path.read_text(encoding="utf-8")):
+                return True
+            continue
+        for x in _file_numbers(path):
+            candidates = (abs(x), abs(x) * 100) if unit == "%" else (abs(x),)
+            if any(abs(c - value) <= tolerance for c in candidates):
+                return True
+    return False
+
+
+def _sections(text: str, folders: bool) -> list[tuple[int, str, list[str], list[str]]]:
+    """(first line number, title, prose lines, raw lines) per section; in the prose lines generated blocks, code
+    and comments are blanked (line numbers kept), and the raw lines keep them (a generated table's footer names
+    the files it was rendered from, which the prose after it may quote). A section starts at a heading, at a paragraph that opens with a bold title (`**Why ...**`),
+    and, in a results README (`folders`), at a paragraph that opens with the folder it describes (`lr1e-4/:`)."""
+    def blank(match: re.Match) -> str:
+        return re.sub(r"[^\n]", " ", match.group(0))
+
+    raw = text.splitlines()
+    text = _COMMENT.sub(blank, _FENCE.sub(blank, _GENERATED.sub(blank, text)))
+    sections: list[tuple[int, str, list[str], list[str]]] = []
+    previous = ""
+    for number, line in enumerate(text.splitlines(), 1):
+        opens_paragraph = not previous.strip()
+        title = None
+        if _HEADING.match(line):
+            title = line.lstrip("#").strip()
+        elif opens_paragraph and line.startswith("**"):
+            title = line[2:].split("**")[0]
+        elif opens_paragraph and folders and re.match(r"[\w.-]+/(\w[\w.-]*/)*[\s:(]", line):
+            title = line.split()[0]
+        if title is not None or not sections:
+            sections.append((number, (title or "")[:60], [], []))
+        sections[-1][2].append(line)
+        sections[-1][3].append(raw[number - 1])
+        previous = line
+    return sections
+
+
+def check_page(page: Path, root: Path = ROOT) -> list[Missing]:
+    missing: list[Missing] = []
+    rel_page = page.relative_to(root).as_posix() if page.is_relative_to(root) else str(page)
+    folders = page.name == "README.md" and rel_page.startswith(RESULTS)
+    for first, title, lines, raw in _sections(page.read_text(encoding="utf-8"), folders):
+        body = "\n".join(raw)
+        refs = sorted({m.group(1) for m in _REF.finditer(body.replace("`", " "))})
+        files = list(dict.fromkeys(p for ref in refs for p in resolve(ref, page, root)))
+        cited = tuple(refs)
+        for offset, line in enumerate(lines):
+            prose = _LINK_TARGET.sub("]()", _INLINE_CODE.sub(lambda m: " " * len(m.group(0)), line))
+            for match in _FIGURE.finditer(prose):
+                sign, figure, unit = match.groups()
+                if "." not in figure and unit != "%":
+                    continue  # counts, steps, K: integers are not checked
+                if _VERSION_AFTER.search(prose[: match.start()]):
+                    continue
+                if re.fullmatch(r"\d{4}\.\d{4,5}", figure):
+                    continue  # an arXiv id
+                if not _found(figure, unit or "", files):
+                    missing.append(Missing(rel_page, first + offset, title, sign + figure + (unit or ""), cited))
+    return missing
+
+
+def check(paths: list[Path] | None = None, root: Path = ROOT) -> list[Missing]:
+    return list(itertools.chain.from_iterable(check_page(p, root) for p in (paths or pages(root))))
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("pages", nargs="*", type=Path, help="pages to check (default: every results page)")
+    args = parser.parse_args(argv)
+    missing = check([p.resolve() for p in args.pages] or None)
+    for item in missing:
+        print(item)
+    n_pages = len(args.pages) or len(pages())
+    print(f"{len(missing)} figure(s) not found in a file their section cites ({n_pages} pages)", file=sys.stderr)
+    return 1 if missing else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
