@@ -47,7 +47,7 @@ PAGE_GLOBS = ("docs/rulebook.md", "docs/results/*.md", f"{RESULTS}/**/README.md"
 _GENERATED = re.compile(r"<!-- results: .*? -->.*?<!-- /results -->", re.S)
 _FENCE = re.compile(r"^```.*?^```", re.S | re.M)
 _COMMENT = re.compile(r"<!--.*?-->", re.S)
-_INLINE_CODE = re.compile(r"`([^`\n]+)`")
+_INLINE_CODE = re.compile(r"`([^`]+)`")
 _LINK_TARGET = re.compile(r"\]\(([^)\s]+)\)")
 _HEADING = re.compile(r"^#{1,6} ")
 #: a file the prose names: a path ending in .json or .py, or a folder (ending in /)
@@ -198,8 +198,9 @@ def check_page(page: Path, root: Path = ROOT) -> list[Missing]:
         refs = sorted({m.group(1) for m in _REF.finditer(body.replace("`", " "))})
         files = list(dict.fromkeys(p for ref in refs for p in resolve(ref, page, root)))
         cited = tuple(refs)
-        for offset, line in enumerate(lines):
-            prose = _LINK_TARGET.sub("]()", _INLINE_CODE.sub(lambda m: " " * len(m.group(0)), line))
+        prose_lines = _INLINE_CODE.sub(lambda m: re.sub(r"[^\n]", " ", m.group(0)), "\n".join(lines)).split("\n")
+        for offset, line in enumerate(prose_lines):
+            prose = _LINK_TARGET.sub("]()", line)
             for match in _FIGURE.finditer(prose):
                 sign, figure, unit = match.groups()
                 if "." not in figure and unit != "%":
