@@ -2,8 +2,8 @@
 """Every measured figure typed in a results page is found in a file its section cites.
 
 The tables are generated (scripts/render_results.py); the prose around them is written by hand, and a figure
-typed there can drift from its JSON or have none. This check reads the pages that report results
-(docs/rulebook.md, docs/results/*.md, benchmarks/results/**/README.md) section by section (a section runs from
+typed there can drift from its JSON or have none. This check reads the documentation (docs/**/*.md) and the
+results folders' READMEs (benchmarks/results/**/README.md) section by section (a section runs from
 one heading to the next) and asks of every decimal figure in the prose (0.61, +0.035, 1.78x, 24%) that it be
 found in a file the same section names:
 
@@ -16,8 +16,9 @@ found in a file the same section names:
 
 It is a floor, not a proof: a figure whose digits happen to match another number in a cited file passes, so a
 section that cites many files checks little; keep citations next to the figures they back. A percentage is found
-as a fraction or as a percentage. Generated blocks, code (fenced and inline), links and
-version numbers (three parts, or after a package's name) are not prose figures. A figure that is derived (a
+as a fraction or as a percentage. Generated blocks, code (fenced and inline), links, version numbers (three
+parts, or after a package's name) and confidence levels ("a 95% CI") are not prose figures; a setting or a
+definition typed in prose is written as code (`gamma 0.6`, reward `1.0`). A figure that is derived (a
 difference of two means, a ratio of two timings) is not found: commit it in the JSON that the experiment
 writes, or say it without the number.
 
@@ -41,8 +42,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = "benchmarks/results"
 
-#: the pages whose prose reports results
-PAGE_GLOBS = ("docs/rulebook.md", "docs/results/*.md", f"{RESULTS}/**/README.md")
+#: the pages checked: the documentation and the results folders' READMEs (README.md has a stricter test: its
+#: prose types no measured figure at all)
+PAGE_GLOBS = ("docs/**/*.md", f"{RESULTS}/**/README.md")
 
 _GENERATED = re.compile(r"<!-- results: .*? -->.*?<!-- /results -->", re.S)
 _FENCE = re.compile(r"^```.*?^```", re.S | re.M)
@@ -55,8 +57,11 @@ _REF = re.compile(r"(?<![\w/.-])((?:[\w.*{},-]+/)+(?:[\w.*{},-]+\.(?:json|py))?|
 #: a decimal figure, with its sign, an optional ratio x or percent sign
 _FIGURE = re.compile(r"(?<![\w.])([+\-−]?)(\d+\.\d+|\d+)(x|%)?(?![\w]|\.\d)")
 #: a package and its version ("alfworld 0.4.2", "Python 3.10"): not a measurement
-_VERSION_AFTER = re.compile(r"(?i)(python|torch|transformers|trl|peft|accelerate|alfworld|textworld|scienceworld|"
-                            r"gymnasium|numpy|ray|java|jdk|pytest|version|v|arxiv|py)\s*[=<>~]*\s*$")
+_VERSION_AFTER = re.compile(r"(?i)\b(python|torch|transformers|trl|peft|accelerate|alfworld|textworld|scienceworld|"
+                            r"gymnasium|numpy|ray|vllm|java|jdk|pytest|version|v|arxiv|py)\s*[=<>~]*\s*"
+                            r"(\d+(\.\d+)*(,\s*|\s+(to|and|or)\s+))*$")
+#: a confidence level, not a measurement ("a 95% CI")
+_LEVEL = re.compile(r"\s*(CI|confidence|bootstrap|interval)", re.I)
 
 
 @dataclass(frozen=True)
@@ -206,6 +211,8 @@ def check_page(page: Path, root: Path = ROOT) -> list[Missing]:
                 if "." not in figure and unit != "%":
                     continue  # counts, steps, K: integers are not checked
                 if _VERSION_AFTER.search(prose[: match.start()]):
+                    continue
+                if unit == "%" and _LEVEL.match(prose[match.end():]):
                     continue
                 if re.fullmatch(r"\d{4}\.\d{4,5}", figure):
                     continue  # an arXiv id
