@@ -144,7 +144,11 @@ def test_check_figures_names_an_uncited_or_derived_figure_and_skips_versions_cod
 
     results = tmp_path / "benchmarks/results"
     (results / "run").mkdir(parents=True)
-    (results / "run/a.json").write_text(json.dumps({"success": 0.6123, "ci": [0.55, 0.67], "share": 0.52}))
+    (results / "run/a.json").write_text(json.dumps({"success": 0.6123, "ci": [0.55, 0.67], "share": 0.52, "n": 37}))
+    (results / "other/run").mkdir(parents=True)
+    (results / "other/run/a.json").write_text(json.dumps({"success": 0.44}))
+    (tmp_path / "runs/local").mkdir(parents=True)  # a local work dir: not committed data
+    (tmp_path / "runs/local/b.json").write_text(json.dumps({"success": 0.33}))
     (tmp_path / "tests").mkdir()
     (tmp_path / "tests/test_x.py").write_text("assert abs(x - y) <= 0.045\n")
     (tmp_path / "docs").mkdir()
@@ -154,13 +158,19 @@ def test_check_figures_names_an_uncited_or_derived_figure_and_skips_versions_cod
         "## Elsewhere\n\n"
         "Uncited 0.61 on alfworld 0.4.2 and Python 3.10, 3.12 and 3.13, 40 steps, a 95% CI, `gamma 0.6`.\n\n"
         "<!-- results: x -->\n| 0.99 |\n<!-- /results -->\n\n"
-        "```\n0.77\n```\n\n"
-        "**A bold title.** Within 0.045 (`tests/test_x.py`), and `--lr 0.3` is code.\n")
-    (results / "run/README.md").write_text("run/ (the run): 0.61 and 0.67.\n\nother/ (no JSON): 0.55.\n")
+        "```\n0.77\n```\n\n~~~\n0.78\n~~~\n\n    python run.py --penalty 2.0\n\n"
+        "**A bold title.** Within 0.045 (`tests/test_x.py`), and `--lr 0.3` is code.\n\n"
+        "## Counts are not shares\n\n"
+        "37% of turns, .44 and 0.33 (`run/a.json`, `runs/local/`): 0.44 is the other run's, not cited here.\n")
+    (results / "run/README.md").write_text("run/ (the run): 0.61 and 0.67.\n\nnothing/ (no JSON): 0.55.\n")
     missing = check_figures.check(root=tmp_path)
     said = [(m.page, m.line, m.section, m.figure) for m in missing]
-    assert said == [("benchmarks/results/run/README.md", 3, "other/", "0.55"),
+    assert said == [("benchmarks/results/run/README.md", 3, "nothing/", "0.55"),
                     ("docs/rulebook.md", 3, "Results", "+0.06"),
-                    ("docs/rulebook.md", 7, "Elsewhere", "0.61")], said
-    assert "no file cited in this section" in str(missing[-1])
+                    ("docs/rulebook.md", 7, "Elsewhere", "0.61"),
+                    ("docs/rulebook.md", 27, "Counts are not shares", "37%"),
+                    ("docs/rulebook.md", 27, "Counts are not shares", ".44"),
+                    ("docs/rulebook.md", 27, "Counts are not shares", "0.33"),
+                    ("docs/rulebook.md", 27, "Counts are not shares", "0.44")], said
+    assert "no file cited in this section" in str(missing[2])
     assert "run/a.json" in str(missing[1])

@@ -1,4 +1,4 @@
-"""The Rulebook probe's ceilings (docs/rulebook.md, docs/benchmarks.md, docs/memory.md): success by position for an
+"""The Rulebook probe's ceilings (docs/rulebook.md; docs/benchmarks.md links to it): success by position for an
 agent that ignores the document and for a perfect curator, computed exactly by `RulebookBackend.ceilings` and
 committed by benchmarks/experiments/rulebook_ceilings.py (tests/test_rulebook.py checks the file against the
 code)."""
