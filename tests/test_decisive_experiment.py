@@ -63,6 +63,7 @@ def test_every_stage_runs_resumes_and_is_reported_from_its_json(toy, tmp_path, c
                                                       "norepeat - skillrise", "norepeat - none"}
     block = report["r2"]["cannot"]["paired"]["skillrise - none"]
     assert set(block["per_seed"]) == {"0", "1"} and block["over_seeds"]["seeds"] == 2
+    assert block["verdict"] in ("above", "below", "tie") and f"| {block['verdict']} |" in toy.markdown(report)
     assert report["r2"]["cannot"]["same_start"] is True
     assert (results / "decisive.md").read_text() == toy.markdown(report)
     # the per-seed difference is the mean of the per-sequence differences at the pre-registered positions
@@ -260,3 +261,13 @@ def test_status_says_where_an_unfinished_arm_stands_in_the_work_dir(tmp_path, ca
            "(a rerun continues from it))" in out
     assert "left  r2/curates/none-seed0  (in progress: 1 of" in out and "none yet (a rerun starts it over)" in out
     assert "left  r2/curates/own-seed0\n" in out  # nothing of it in the work dir
+
+
+def test_a_comparison_is_decided_only_over_every_planned_seed_and_an_interval_across_0_is_a_tie():
+    v = decisive_experiment.verdict
+    assert v({"seeds": 1, "ci": None, "mean": 0.08}) == "not decided (1 of 3 seeds)"
+    assert v({"seeds": 2, "ci": [0.01, 0.2], "mean": 0.1}) == "not decided (2 of 3 seeds)"
+    assert v({"seeds": 3, "ci": [0.01, 0.2], "mean": 0.1}) == "above"
+    assert v({"seeds": 3, "ci": [-0.3, -0.05], "mean": -0.2}) == "below"
+    assert v({"seeds": 3, "ci": [-0.01, 0.3], "mean": 0.15}) == "tie"  # every seed above 0 or not: the interval decides
+    assert v({"seeds": 2, "ci": [0.01, 0.2], "mean": 0.1}, planned=2) == "above"
