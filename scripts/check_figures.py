@@ -56,7 +56,7 @@ _LINK_TARGET = re.compile(r"\]\(([^)\s]+)\)")
 _HEADING = re.compile(r"^#{1,6} ")
 #: a file the prose names: a path ending in .json or .py, or a folder (ending in /)
 _REF = re.compile(r"(?<![\w/.-])((?:[\w.*{},-]+/)+(?:[\w.*{},-]+\.(?:json|py))?|[\w.*{},-]+\.(?:json|py))(?![\w])")
-#: a decimal figure, with its sign, an optional ratio x or percent sign
+#: a decimal figure, with its sign and an optional unit joined to it (ratio x, percent, k, seconds, sizes)
 _FIGURE = re.compile(r"(?<![\w.])([+\-−]?)(\d+\.\d+|\.\d+|\d+)(x|%|k|pp|ms|s|min|h|GB|MB|GiB|MiB)?(?![\w]|\.\d)")
 #: a package and its version ("alfworld 0.4.2", "Python 3.10"): not a measurement
 _VERSION_AFTER = re.compile(r"(?i)\b(python|torch|transformers|trl|peft|accelerate|gymnasium|numpy|ray|vllm|java|jdk|"
@@ -112,7 +112,7 @@ def _exact(one: str, page: Path, root: Path) -> list[Path]:
         if one.endswith("/") and target.is_dir():
             if target == results:
                 continue  # the whole results tree is no citation
-            out.extend(p for p in sorted(target.rglob("*.json")) if "/inits/" not in p.as_posix())
+            out.extend(p for p in (root / rel for rel in _json_files(root)) if p.resolve().is_relative_to(target))
         elif "*" in one:
             out.extend(sorted(target.parent.glob(target.name)) if target.parent.is_dir() else [])
         elif target.is_file():
@@ -166,6 +166,11 @@ def _numbers(obj, out: list[tuple[float, bool]]) -> None:
 
 
 @lru_cache(maxsize=None)
+def _source_text(path: Path) -> str:
+    return path.read_text(encoding="utf-8")
+
+
+@lru_cache(maxsize=None)
 def _file_numbers(path: Path) -> tuple[tuple[float, bool], ...]:
     out: list[tuple[float, bool]] = []
     _numbers(json.loads(path.read_text(encoding="utf-8")), out)
@@ -178,7 +183,7 @@ def _found(figure: str, unit: str, files: list[Path]) -> bool:
     tolerance = 0.5 * 10 ** -decimals + 1e-9
     for path in files:
         if path.suffix == ".py":
-            if re.search(r"(?<![\d.])" + re.escape(figure) + r"(?![\d])", path.read_text(encoding="utf-8")):
+            if re.search(r"(?<![\d.])" + re.escape(figure) + r"(?![\d])", _source_text(path)):
                 return True
             continue
         for x, integer in _file_numbers(path):
@@ -222,12 +227,12 @@ def _sections(text: str, folders: bool) -> list[tuple[int, str, list[str], list[
     table's footer names the files it was rendered from, which the prose after it may quote) but not code or
     comments. A section starts at a heading, at a paragraph that opens with a bold title (`**Why ...**`), and, in
     a results README (`folders`), at a paragraph that opens with the folder it describes (`lr1e-4/:`)."""
-    without_code = _blank_indented_code(_COMMENT.sub(_blank, _FENCE.sub(_blank, text)))
-    citing = without_code.splitlines()
-    prose = _blank_indented_code(_COMMENT.sub(_blank, _FENCE.sub(_blank, _GENERATED.sub(_blank, text))))
+    text = _FENCE.sub(_blank, text)  # a generated block holds no fence; every blanking keeps the line count
+    citing = _blank_indented_code(_COMMENT.sub(_blank, text)).split("\n")
+    prose = _blank_indented_code(_COMMENT.sub(_blank, _GENERATED.sub(_blank, text))).split("\n")
     sections: list[tuple[int, str, list[str], list[str]]] = []
     previous = ""
-    for number, line in enumerate(prose.splitlines(), 1):
+    for number, (line, cites) in enumerate(zip(prose, citing), 1):
         opens_paragraph = not previous.strip()
         title = None
         if _HEADING.match(line):
@@ -239,7 +244,7 @@ def _sections(text: str, folders: bool) -> list[tuple[int, str, list[str], list[
         if title is not None or not sections:
             sections.append((number, (title or "")[:60], [], []))
         sections[-1][2].append(line)
-        sections[-1][3].append(citing[number - 1] if number - 1 < len(citing) else "")
+        sections[-1][3].append(cites)
         previous = line
     return sections
 
@@ -249,11 +254,9 @@ def check_page(page: Path, root: Path = ROOT) -> list[Missing]:
     rel_page = page.relative_to(root).as_posix() if page.is_relative_to(root) else str(page)
     folders = page.name == "README.md" and rel_page.startswith(RESULTS)
     for first, title, lines, citing in _sections(page.read_text(encoding="utf-8"), folders):
-        body = "\n".join(citing)
-        refs = sorted({m.group(1) for m in _REF.finditer(body.replace("`", " "))})
-        files = list(dict.fromkeys(p for ref in refs for p in resolve(ref, page, root)))
-        cited = tuple(refs)
-        prose_lines = _INLINE_CODE.sub(lambda m: re.sub(r"[^\n]", " ", m.group(0)), "\n".join(lines)).split("\n")
+        cited = tuple(sorted({m.group(1) for m in _REF.finditer("\n".join(citing).replace("`", " "))}))
+        files = list(dict.fromkeys(p for ref in cited for p in resolve(ref, page, root)))
+        prose_lines = _INLINE_CODE.sub(_blank, "\n".join(lines)).split("\n")
         for offset, line in enumerate(prose_lines):
             prose = _LINK_TARGET.sub("]()", line)
             for match in _FIGURE.finditer(prose):
@@ -277,7 +280,7 @@ def check(paths: list[Path] | None = None, root: Path = ROOT) -> list[Missing]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("pages", nargs="*", type=Path, help="pages to check (default: every results page)")
+    parser.add_argument("pages", nargs="*", type=Path, help="pages to check (default: docs/ and the results READMEs)")
     args = parser.parse_args(argv)
     missing = check([p.resolve() for p in args.pages] or None)
     for item in missing:
