@@ -64,6 +64,12 @@ def test_every_stage_runs_resumes_and_is_reported_from_its_json(toy, tmp_path, c
     block = report["r2"]["cannot"]["paired"]["skillrise - none"]
     assert set(block["per_seed"]) == {"0", "1"} and block["over_seeds"]["seeds"] == 2
     assert block["verdict"] in ("above", "below", "tie") and f"| {block['verdict']} |" in toy.markdown(report)
+    # the verdicts table (the README's headline) has a row for every planned comparison, with that verdict
+    table = toy.verdicts(report)
+    assert table.count("| the init that cannot curate, R=2 |") == len(toy.r2_comparisons()) == 5
+    assert (f"| SkillRise minus `none` | the init that cannot curate, R=2 | 2 of 2 | {block['over_seeds']['positive']} "
+            f"of 2 | {block['over_seeds']['mean']:+.3f} [") in table and table.split("\n")[8].endswith(f"| {block['verdict']} |")
+    assert "## Verdicts\n\n" + table in toy.markdown(report)
     assert report["r2"]["cannot"]["same_start"] is True
     assert (results / "decisive.md").read_text() == toy.markdown(report)
     # the per-seed difference is the mean of the per-sequence differences at the pre-registered positions
@@ -271,3 +277,17 @@ def test_a_comparison_is_decided_only_over_every_planned_seed_and_an_interval_ac
     assert v({"seeds": 3, "ci": [-0.3, -0.05], "mean": -0.2}) == "below"
     assert v({"seeds": 3, "ci": [-0.01, 0.3], "mean": 0.15}) == "tie"  # every seed above 0 or not: the interval decides
     assert v({"seeds": 2, "ci": [0.01, 0.2], "mean": 0.1}, planned=2) == "above"
+
+
+def test_the_verdicts_table_lists_every_planned_comparison_before_it_lands():
+    """A comparison no stage has reached yet is a row that says so (0 of 3 seeds), not a missing row: the README
+    shows what is planned beside what is decided."""
+    module = decisive_experiment
+    report = {"verdict_rule": "rule", "r2": {"curates": {"paired": {"skillrise - none": {
+        "over_seeds": module.over_seeds([0.08]), "per_seed": {"0": {"difference": 0.08, "ci": [0.04, 0.12]}}}}}}}
+    rows = module.verdicts(report).split("\n")
+    assert rows[2] == "| SkillRise minus `none` | the warm start, R=1 | 0 of 3 | - | - | not decided (0 of 3 seeds) |"
+    assert rows[3] == ("| SkillRise minus `none` | the init that curates, R=2 | 1 of 3 | 1 of 1 | +0.080 | "
+                       "not decided (1 of 3 seeds) |")
+    assert len([r for r in rows if r.startswith("| ") and "R=2" in r]) == len(module.INITS) * len(module.r2_comparisons())
+    assert all(r.endswith("| not decided (0 of 3 seeds) |") for r in rows[4:2 + 1 + 2 * 5])

@@ -25,6 +25,23 @@ def report(results: Results) -> str:
     return rendered(results, REPORT)
 
 
+@table("decisive/verdicts")
+def verdicts(results: Results) -> str:
+    """The experiment's verdicts alone (the README's headline): one row per planned comparison, landed or not."""
+    if not (results.folder / REPORT).is_file():
+        return report(results)
+    _experiment()
+    from benchmarks.experiments.decisive_experiment import verdicts as table_of
+
+    src = results.json(REPORT)
+    for field in ("measure", "verdict_rule", "r2", "r1", "stages_done", "stages_left"):
+        src(field)
+    data = src.data
+    done = len(data["stages_done"])
+    return (table_of(data) + f"\n\nMeasure: {data['measure']}. Verdict: {data['verdict_rule']}. Stages done: {done} "
+            f"of {done + len(data['stages_left'])}.\n" + sources(REPORT, note=NOTE))
+
+
 @table("decisive/lineage-1")
 def lineage_1(results: Results) -> str:
     text = rendered(results, LINEAGE_1, level="####")
@@ -34,9 +51,7 @@ def lineage_1(results: Results) -> str:
 
 def rendered(results: Results, name: str, level: str = "###") -> str:
     """The report in `name` by the experiment's own `markdown`, without its title, its sections at `level`."""
-    root = Path(__file__).resolve().parents[2]  # the repository: benchmarks/ is a package there
-    if str(root) not in sys.path:
-        sys.path.insert(0, str(root))
+    _experiment()
     from benchmarks.experiments.decisive_experiment import markdown
 
     src = results.json(name)
@@ -45,3 +60,10 @@ def rendered(results: Results, name: str, level: str = "###") -> str:
     text = markdown(src.data).split("\n", 1)[1].strip()  # without its own title
     text = re.sub(r"^## ", level + " ", text, flags=re.M)
     return text + "\n" + sources(name, note=NOTE)
+
+
+def _experiment() -> None:
+    """Make `benchmarks.experiments.decisive_experiment` importable: the renderer uses the experiment's own code."""
+    root = Path(__file__).resolve().parents[2]  # the repository: benchmarks/ is a package there
+    if str(root) not in sys.path:
+        sys.path.insert(0, str(root))
