@@ -37,11 +37,15 @@ holds is rebuilt by the same code. Each run records the digest of the weights it
     python benchmarks/experiments/decisive_experiment.py pack              # pack the finished inits in --work-dir
     python benchmarks/experiments/decisive_experiment.py report            # decisive.json and decisive.md from the stages
 
+A session that may end abruptly runs `bash scripts/commit_stages.sh` beside `run`: it commits each stage's JSON
+(and the packed inits) as it lands, with the report and every page that renders it brought up to date.
+
 The report (`analyse`): success on the test panel by arm x init x seed; per seed, SkillRise minus each control
 on the same 100 sequences (positions 2-5, the positions where a document of two rules can be read: the
 pre-registered measure), with a bootstrap CI over sequences; over seeds, the mean of the per-seed differences
 with a t interval over the 3 seeds (a run-level interval: run-to-run variance included, sequences not pooled),
-and how many seeds are positive.
+and how many seeds are positive; a verdict per comparison by the rule in `verdict` (decided only over every
+seed). `verdicts` is the table of them that the README, docs/rulebook.md and the results page render.
 """
 
 from __future__ import annotations
