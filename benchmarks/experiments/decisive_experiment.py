@@ -132,9 +132,11 @@ def stages() -> list[str]:
     return names
 
 
-#: rough CPU minutes of each kind of stage at 2 threads on the 2-core box, float32, measured in the second
-#: lineage (its stage_wall_seconds: warmstart 3149 s, r1/none-seed2 736 s, r2/curates/skillrise-seed0 2600 s)
-COST_MINUTES = {"warmstart": 53, "r1": 12, "r2/reference": 1, "init": 7, "r2": 44}  # r2: an arm
+#: rough CPU minutes of each kind of stage at 2 threads on the 2-core box, float32, from the stages' recorded
+#: stage_wall_seconds: warmstart 3149 s, r1/none-seed2 736 s; an R=2 arm 2600-3739 s in one sitting
+#: (r2/curates/skillrise-seed0, r2/curates/own-seed0, r2/cannot/none-seed0, r2/cannot/skillrise-seed0: the
+#: arms from the init that cannot curate step slower), an init's evaluation 509 s
+COST_MINUTES = {"warmstart": 53, "r1": 12, "r2/reference": 1, "init": 9, "r2": 52}  # r2: an arm
 
 
 def progress(name: str, work: Path) -> str | None:
