@@ -681,14 +681,24 @@ def not_chosen(why: str) -> str:
     return "none keeps its promise" if why.startswith(NO_CANDIDATE) else "not chosen yet"
 
 
+def signed(x: Any) -> str:
+    """A difference as the report writes it: +0.080 (- when there is none)."""
+    return "-" if x is None else f"{x:+.3f}" if isinstance(x, float) else str(x)
+
+
+def interval_of(ci: Any) -> str:
+    """An interval as the report writes it: [+0.040, +0.125] (- when there is none)."""
+    return "-" if not ci else f"[{ci[0]:+.3f}, {ci[1]:+.3f}]"
+
+
 #: how the verdicts table names an init and a comparison's arms
 INIT_WORDS = {"curates": "the init that curates", "cannot": "the init that cannot curate"}
 ARM_WORDS = {"skillrise": "SkillRise", "none": "`none`", "own": "`own`", "init": "its init (no R=2 step)",
              "norepeat": "`norepeat`"}
 #: what the verdicts table says under itself of the change of method
-NOREPEAT_WORDS = ("`norepeat`: SkillRise with `--repetition-penalty 2` (a curate turn whose document states a clause "
-                  "twice has 2 taken off its advantage), a change of method reported beside SkillRise, never folded "
-                  "into its rows.")
+NOREPEAT_WORDS = "`norepeat`: SkillRise with `--repetition-penalty {0:g}` (a curate turn whose document states a " \
+                 "clause twice has {0:g} taken off its advantage), a change of method reported beside SkillRise, " \
+                 "never folded into its rows.".format(te.ARMS["norepeat"]["repetition_penalty"])
 
 
 def verdicts(report: dict[str, Any]) -> str:
@@ -701,9 +711,9 @@ def verdicts(report: dict[str, Any]) -> str:
         if not block:
             return f"| {what} | {where} | 0 of {len(SEEDS)} | - | - | {verdict({'seeds': 0, 'ci': None})} |"
         o = block["over_seeds"]
-        ci = "" if not o["ci"] else f" [{o['ci'][0]:+.3f}, {o['ci'][1]:+.3f}]"
+        ci = f" {interval_of(o['ci'])}" if o["ci"] else ""
         return (f"| {what} | {where} | {o['seeds']} of {len(SEEDS)} | {o['positive']} of {o['seeds']} | "
-                f"{o['mean']:+.3f}{ci} | {verdict(o)} |")
+                f"{signed(o['mean'])}{ci} | {verdict(o)} |")
 
     lines = ["| comparison (positions 2-5, test panel) | trained from | seeds landed | seeds above 0 | "
              "over seeds: mean [t 95% interval] | verdict |", "|---|---|---|---|---|---|",
@@ -724,12 +734,6 @@ def markdown(report: dict[str, Any]) -> str:
              + (f"; left: {', '.join(report['stages_left'])}" if report["stages_left"] else ""), ""]
     if report.get("verdict_rule"):  # the pilot lineage's report predates the rule
         lines += ["## Verdicts", "", verdicts(report), ""]
-
-    def fmt(x: Any) -> str:
-        return "-" if x is None else f"{x:+.3f}" if isinstance(x, float) else str(x)
-
-    def interval(ci: Any) -> str:
-        return "-" if not ci else f"[{ci[0]:+.3f}, {ci[1]:+.3f}]"
 
     # a report from before the inits were chosen by their R=1 runs' behaviour (the pilot lineage) names none:
     # its inits were then SkillRise seeds 1 and 2
@@ -765,9 +769,9 @@ def markdown(report: dict[str, Any]) -> str:
         lines += ["", "| comparison | per seed: difference [bootstrap CI] | over seeds: mean [t interval] | seeds > 0 "
                       "| verdict |", "|---|---|---|---|---|"]
         for name, block in section["paired"].items():
-            per = "; ".join(f"seed {s}: {fmt(d['difference'])} {interval(d['ci'])}" for s, d in block["per_seed"].items())
+            per = "; ".join(f"seed {s}: {signed(d['difference'])} {interval_of(d['ci'])}" for s, d in block["per_seed"].items())
             o = block["over_seeds"]
-            lines.append(f"| {name} | {per} | {fmt(o['mean'])} {interval(o['ci'])} | {o['positive']} of {o['seeds']} "
+            lines.append(f"| {name} | {per} | {signed(o['mean'])} {interval_of(o['ci'])} | {o['positive']} of {o['seeds']} "
                          f"| {verdict(o)} |")
         lines.append("")
     if report["r1"]:
@@ -782,8 +786,8 @@ def markdown(report: dict[str, Any]) -> str:
             block = report["r1_paired"]["skillrise - none"]
             o = block["over_seeds"]
             lines += ["", "skillrise - none at R=1, positions 2-5: " + "; ".join(
-                f"seed {s}: {fmt(d['difference'])} {interval(d['ci'])}" for s, d in block["per_seed"].items())
-                + f"; over seeds {fmt(o['mean'])} {interval(o['ci'])}; verdict: {verdict(o)}"]
+                f"seed {s}: {signed(d['difference'])} {interval_of(d['ci'])}" for s, d in block["per_seed"].items())
+                + f"; over seeds {signed(o['mean'])} {interval_of(o['ci'])}; verdict: {verdict(o)}"]
         lines.append("")
     return "\n".join(lines)
 
