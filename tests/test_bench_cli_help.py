@@ -54,7 +54,8 @@ def test_help_states_each_default_once(capsys, monkeypatch, columns):
             assert len(re.findall(r"\bdefault\b", entry, flags=re.IGNORECASE)) <= 1, (name, flag, entry)
     main = _entries(texts["skillrise-bench"])
     assert "--K" in main and main["--K"].endswith("(default: 1 2 4 6)")
-    assert main["--split"].endswith("(default: the backend's first: test for WebShop, train for the others)")
+    assert main["--split"].endswith("(default: with a trained policy's episode, the held-out split its training "
+                                    "evaluated on; else the backend's first: test for WebShop, train for the others)")
     assert main["--env-workers"].endswith("(default: 1)") and main["--memory"].endswith("(default: skill)")
     assert "default" not in main["--out"] and "default" not in main["--no-plots"]
     assert all(entry.split(maxsplit=1)[0] != entry for entry in main.values())  # every flag has a help text

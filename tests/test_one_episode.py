@@ -195,6 +195,24 @@ def test_the_bench_plays_a_trained_policys_episode_without_a_style_flag(trained_
     assert bench == evaluated
 
 
+def test_without_split_a_trained_policy_is_scored_on_its_held_out_split_not_its_training_tasks(trained_run, tmp_path,
+                                                                                                capsys):
+    """The probe's bench default is its first split, train: the very tasks the policy trained on. A model
+    folder's episode names the held-out split its training evaluated on, and that is what the bench plays
+    unless --split says otherwise; --split train is played as asked, and said to be the training tasks."""
+    from skillrise_gym.bench.cli import main
+
+    common = ["--env", "rulebook", "--agent", "hf", "--model", str(trained_run / "final"), "--K", "2",
+              "--num-sequences", "1", "--env-workers", "0", "--no-progress", "--no-plots"]
+    assert main([*common, "--out", str(tmp_path / "default")]) == 0
+    assert "measured on split test at K=2 (the held-out split its training evaluated on)" in capsys.readouterr().err
+    assert json.loads((tmp_path / "default" / "manifest.json").read_text())["identity"]["split"] == "test"
+    assert main([*common, "--split", "train", "--out", str(tmp_path / "train")]) == 0
+    assert ("measured on split train at K=2 (the tasks it was trained on; its held-out split is test)"
+            in capsys.readouterr().err)
+    assert json.loads((tmp_path / "train" / "manifest.json").read_text())["identity"]["split"] == "train"
+
+
 def test_a_flag_that_changes_the_trained_episode_is_stated_once_and_recorded(trained_run, tmp_path, capsys):
     assert _bench(trained_run, tmp_path / "b", "--prompt-style", "full", "--max-new-tokens", "64") == 0
     err = capsys.readouterr().err

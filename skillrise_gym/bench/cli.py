@@ -317,9 +317,13 @@ EPISODE_FLAGS = ("mode", "carry", "end_on_success", "max_task_steps", "prompt_st
                  "max_new_tokens", "max_prompt_tokens", "system_prompt")
 
 
-def adopt_episode(args: argparse.Namespace, spec: Any, given: set[str]) -> None:
+def adopt_episode(args: argparse.Namespace, spec: Any, given: set[str], held_out: str | None = None) -> None:
     """The saved episode's values for every flag the command line did not give (`EPISODE_FLAGS`), and its chat
-    template arguments (no flag)."""
+    template arguments (no flag). Without --split: `held_out`, the split its training evaluated on (the
+    trainer saves it beside the episode), so a trained policy is scored where its training scored it, never
+    on its own training tasks by default."""
+    if held_out is not None and "split" not in given:
+        args.split = held_out
     for name in EPISODE_FLAGS:
         value = getattr(spec, name)
         if name in given or (value is None and name in ("max_new_tokens", "max_prompt_tokens")):
@@ -344,8 +348,13 @@ def compare_episode(saved: Any, config: BenchConfig, agent: Agent, log: Any) -> 
     names = tuple(n for n in trained.shape_fields() if n not in FRAMING or n in framing)
     differs = trained.differences(now, names)
     others = [mode for mode in config.carry if mode != carry]
+    held_out = saved.notes.get("held_out_split")
     panel = (f"trained on split {trained.split} at K={trained.K}; measured on split {config.split} at "
              f"K={' '.join(map(str, config.K))}")
+    if held_out is not None and config.split == held_out:
+        panel += " (the held-out split its training evaluated on)"
+    elif config.split == trained.split:
+        panel += " (the tasks it was trained on" + (f"; its held-out split is {held_out}" if held_out else "") + ")"
     if differs:
         shown = "; ".join(f"{name} {describe_value(new)} (trained {describe_value(old)})"
                           for name, (old, new) in differs.items())
@@ -412,7 +421,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         saved = saved_episode(args)  # a trained policy's episode: the defaults of the flags not given
         if saved is not None:
-            adopt_episode(args, saved.spec, given_flags(build_parser(), argv))
+            adopt_episode(args, saved.spec, given_flags(build_parser(), argv), saved.notes.get("held_out_split"))
         elif args.agent == "hf":
             note = no_episode_note(args.model)
             if note:

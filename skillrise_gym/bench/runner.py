@@ -98,7 +98,8 @@ class BenchConfig:
     mode: str = option("cross", "cross: K tasks of a family, easy to hard; repeat: one task K times (Pass@k)",
                        choices=["cross", "repeat"])
     num_sequences: int = option(20, "sequences per K")
-    split: str | None = option(None, "backend split (default: the backend's first: test for WebShop, train for "
+    split: str | None = option(None, "backend split (default: with a trained policy's episode, the held-out split "
+                               "its training evaluated on; else the backend's first: test for WebShop, train for "
                                "the others)")
     seed: int = option(0, "draws the sequences (unless --panel names them); seeds random agent and bootstrap")
     panel: str | None = option(
