@@ -80,3 +80,23 @@ def test_the_transfer_experiment_keeps_the_test_panel_for_reports(tmp_path, caps
                                   "--results-dir", str(tmp_path / "r")])
     assert exited.value.code == 2 and "the test panel is for reporting results" in capsys.readouterr().err
     assert not (tmp_path / "w").exists()
+
+
+def test_the_committed_panel_overlap_is_what_the_panels_hold_and_names_the_played_test_panels(tmp_path, capsys):
+    """docs/panels.md renders what the dev and test panels share from benchmarks/results/panel_overlap.json:
+    the file is what benchmarks/experiments/panel_overlap.py computes now (a changed number is caught), and
+    its test-panel hashes are those the decisive experiment's committed records name, so the counts are of
+    the panels that were played."""
+    from benchmarks.experiments import decisive_experiment, panel_overlap
+
+    assert panel_overlap.main(["--check"]) == 0, capsys.readouterr().err
+    data = json.loads(panel_overlap.OUT.read_text(encoding="utf-8"))
+    played = {"R=1": "r1/none-seed0", "R=2": "r2/curates/skillrise-seed0"}
+    for row in data["settings"]:
+        record = json.loads(decisive_experiment.result_path(played[row["setting"]]).read_text())
+        assert record["evaluation"]["panel"]["hash"] == row["hash"]["test"]
+        assert row["sequences_shared"] == 0 and 0 < row["tasks"]["shared"] < row["tasks"]["test"]
+    moved = tmp_path / "overlap.json"
+    moved.write_text(panel_overlap.OUT.read_text(encoding="utf-8").replace('"shared": 32', '"shared": 30', 1))
+    assert panel_overlap.main(["--check", "--out", str(moved)]) == 1
+    assert "panel_overlap.py" in capsys.readouterr().err

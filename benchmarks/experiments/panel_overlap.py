@@ -1,0 +1,110 @@
+#!/usr/bin/env python
+"""How much the dev and test panels of the reported probe results share, computed exactly, written to
+benchmarks/results/panel_overlap.json.
+
+Both named panels (`skillrise_gym.panels`) are drawn from the same held-out split by their own generator seeds,
+so they hold no common sequence but can hold common families and tasks: a choice tuned on the dev panel has
+seen part of what the test panel measures. This counts it for the panels the decisive experiment reports on
+(the probe's test split at one and at two rules per family, K=6, its number of sequences), drawing each panel
+the way the bench does (`SequenceEnv.sampler().sequence(seed, index)`), and records each panel's hash, which
+tests/test_panels.py checks against the hash the experiment's committed records name (so the counts are of
+the panel that was played) and checks that the file is what this code computes.
+
+    python benchmarks/experiments/panel_overlap.py            # rewrite the JSON
+    python benchmarks/experiments/panel_overlap.py --check    # exit 1 if the JSON differs from the code
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+OUT = ROOT / "benchmarks/results/panel_overlap.json"
+SPLIT = "test"
+
+
+def settings() -> list[dict]:
+    """The decisive experiment's evaluation settings, read from its presets (R=1 and R=2)."""
+    if str(ROOT) not in sys.path:
+        sys.path.insert(0, str(ROOT))
+    from benchmarks.experiments import decisive_experiment as decisive
+
+    out = []
+    for name, preset in (("R=1", decisive.R1), ("R=2", decisive.R2)):
+        for K in preset.eval_K:
+            out.append({"setting": name, "backend_options": {"rules": preset.rules, "bins": preset.bins}, "K": K,
+                        "sequences": preset.eval_sequences})
+    return out
+
+
+def draw(options: dict, K: int, seed: int, n: int) -> list:
+    from skillrise_gym.env import SequenceEnv
+
+    env = SequenceEnv(backend="rulebook", K=K, split=SPLIT, backend_options=options)
+    try:
+        sampler = env.sampler()
+        return [sampler.sequence(seed, index) for index in range(n)]
+    finally:
+        env.close()
+
+
+def draw_pool(options: dict) -> list:
+    """Every task of the split the panels are drawn from."""
+    from skillrise_gym.backends import backend_class
+
+    return backend_class("rulebook")(**options).list_tasks(SPLIT)
+
+
+def compute() -> dict:
+    from skillrise_gym.panels import PANELS, panel_hash
+
+    rows = []
+    for s in settings():
+        panels = {name: draw(s["backend_options"], s["K"], PANELS[name], s["sequences"]) for name in ("dev", "test")}
+        families = {name: {q.family for q in seqs} for name, seqs in panels.items()}
+        tasks = {name: {t.id for q in seqs for t in q.tasks} for name, seqs in panels.items()}
+        slots = [t.id for q in panels["test"] for t in q.tasks]
+        pool = draw_pool(s["backend_options"])
+        rows.append({
+            **s,
+            "split_families": len({t.family for t in pool}), "split_tasks": len(pool),
+            "hash": {name: panel_hash("rulebook", SPLIT, s["backend_options"],
+                                      [(q.id, [t.id for t in q.tasks]) for q in seqs])
+                     for name, seqs in panels.items()},
+            "families": {"dev": len(families["dev"]), "test": len(families["test"]),
+                         "shared": len(families["dev"] & families["test"]),
+                         # two panels drawing their families independently share this many on average
+                         "shared_if_independent": round(len(families["dev"]) * len(families["test"])
+                                                        / len({t.family for t in pool}), 1)},
+            "tasks": {"dev": len(tasks["dev"]), "test": len(tasks["test"]), "shared": len(tasks["dev"] & tasks["test"])},
+            "test_slots": len(slots),
+            "test_slots_in_dev": sum(1 for t in slots if t in tasks["dev"]),
+            "sequences_shared": len({q.id for q in panels["dev"]} & {q.id for q in panels["test"]}),
+        })
+    return {"what": "what the dev and test panels share (families, distinct tasks, task slots of the test panel "
+                    "whose task the dev panel also plays, whole sequences), the probe's held-out split, drawn as "
+                    "the bench draws them", "split": SPLIT, "panels": {"dev": PANELS["dev"], "test": PANELS["test"]},
+            "settings": rows}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--check", action="store_true", help="rewrite nothing; exit 1 if the JSON is stale")
+    parser.add_argument("--out", type=Path, default=OUT, help="the JSON (default: %(default)s)")
+    args = parser.parse_args(argv)
+    text = json.dumps(compute(), indent=1) + "\n"
+    if args.check:
+        if not args.out.is_file() or args.out.read_text(encoding="utf-8") != text:
+            print(f"{args.out} differs from what the panels hold now: run {Path(__file__).name}", file=sys.stderr)
+            return 1
+        return 0
+    args.out.write_text(text, encoding="utf-8")
+    print(f"wrote {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
