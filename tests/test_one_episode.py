@@ -248,6 +248,15 @@ def test_a_bad_episode_flag_and_a_layout_the_agent_cannot_prefill_are_refused(tm
                                                                                  "max_task_steps": 2, "new": 1}}))
     assert main(["--env", "toy", "--agent", "expert", "--episode", str(tmp_path), "--out", str(tmp_path / "o")]) == 2
     assert "unknown episode field(s) new" in capsys.readouterr().err
+    # a held-out split this version does not know: refused, naming the file, unless --split chooses one
+    (tmp_path / episodes.FILE).write_text(json.dumps({"version": 1, "held_out_split": "valid_nosuch", "episode": {
+        "env": "toy", "split": "train", "K": 2, "max_task_steps": 2}}))
+    assert main(["--env", "toy", "--agent", "expert", "--episode", str(tmp_path), "--out", str(tmp_path / "o")]) == 2
+    err = capsys.readouterr().err
+    assert str(tmp_path / episodes.FILE) in err and "'valid_nosuch'" in err and "give --split" in err
+    assert main(["--env", "toy", "--agent", "expert", "--episode", str(tmp_path), "--split", "test", "--K", "1",
+                 "--num-sequences", "1", "--env-workers", "0", "--no-progress", "--no-plots",
+                 "--out", str(tmp_path / "o3")]) == 0
     code = main(["--env", "toy", "--agent", "openai", "--base-url", "http://127.0.0.1:9/v1", "--model", "m",
                  "--prompt-style", "compact", "--out", str(tmp_path / "o2")])
     assert code == 2

@@ -317,6 +317,21 @@ EPISODE_FLAGS = ("mode", "carry", "end_on_success", "max_task_steps", "prompt_st
                  "max_new_tokens", "max_prompt_tokens", "system_prompt")
 
 
+def held_out_split(saved: Any) -> str | None:
+    """The held-out split a saved episode's training evaluated on (None when its file names none); one this
+    version's backend does not know is refused, naming the file and --split."""
+    from skillrise_gym.backends import backend_class
+
+    split = saved.notes.get("held_out_split")
+    if split is None:
+        return None
+    try:
+        return backend_class(saved.spec.env).canonical_split(str(split))
+    except ValueError as exc:
+        raise ValueError(f"{saved.path}: its held_out_split, the split the bench plays without --split, is not "
+                         f"one of this version's ({exc}); give --split") from None
+
+
 def adopt_episode(args: argparse.Namespace, spec: Any, given: set[str], held_out: str | None = None) -> None:
     """The saved episode's values for every flag the command line did not give (`EPISODE_FLAGS`), and its chat
     template arguments (no flag). Without --split: `held_out`, the split its training evaluated on (the
@@ -421,7 +436,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         saved = saved_episode(args)  # a trained policy's episode: the defaults of the flags not given
         if saved is not None:
-            adopt_episode(args, saved.spec, given_flags(build_parser(), argv), saved.notes.get("held_out_split"))
+            given = given_flags(build_parser(), argv)
+            adopt_episode(args, saved.spec, given, None if "split" in given else held_out_split(saved))
         elif args.agent == "hf":
             note = no_episode_note(args.model)
             if note:
