@@ -202,15 +202,40 @@ def test_without_split_a_trained_policy_is_scored_on_its_held_out_split_not_its_
     unless --split says otherwise; --split train is played as asked, and said to be the training tasks."""
     from skillrise_gym.bench.cli import main
 
-    common = ["--env", "rulebook", "--agent", "hf", "--model", str(trained_run / "final"), "--K", "2",
-              "--num-sequences", "1", "--env-workers", "0", "--no-progress", "--no-plots"]
-    assert main([*common, "--out", str(tmp_path / "default")]) == 0
+    common = ["--agent", "hf", "--model", str(trained_run / "final"), "--K", "2", "--num-sequences", "1",
+              "--env-workers", "0", "--no-progress", "--no-plots"]
+    assert main([*common, "--out", str(tmp_path / "default")]) == 0  # no --env: the episode's benchmark
     assert "measured on split test at K=2 (the held-out split its training evaluated on)" in capsys.readouterr().err
-    assert json.loads((tmp_path / "default" / "manifest.json").read_text())["identity"]["split"] == "test"
-    assert main([*common, "--split", "train", "--out", str(tmp_path / "train")]) == 0
+    identity = json.loads((tmp_path / "default" / "manifest.json").read_text())["identity"]
+    assert identity["env"] == "rulebook" and identity["split"] == "test"
+    assert main([*common, "--env", "rulebook", "--split", "train", "--out", str(tmp_path / "train")]) == 0
     assert ("measured on split train at K=2 (the tasks it was trained on; its held-out split is test)"
             in capsys.readouterr().err)
     assert json.loads((tmp_path / "train" / "manifest.json").read_text())["identity"]["split"] == "train"
+
+
+def test_another_benchmark_than_the_episodes_is_refused_unless_the_episode_is_set_aside(trained_run, tmp_path,
+                                                                                       capsys):
+    """--env toy with a policy trained on the probe would play toy with the probe's engine options, step limit
+    and prompts: refused, naming the file and both ways out. --episode none plays the bench's own defaults,
+    says so, and the manifest records the episode set aside."""
+    from skillrise_gym.bench.cli import main
+
+    common = ["--agent", "hf", "--model", str(trained_run / "final"), "--K", "1", "--num-sequences", "1",
+              "--env-workers", "0", "--no-progress", "--no-plots", "--max-new-tokens", "8"]
+    assert main(["--env", "toy", *common, "--out", str(tmp_path / "refused")]) == 2
+    err = capsys.readouterr().err
+    assert str(trained_run / "final" / "episode.json") in err and "an episode of rulebook" in err
+    assert "drop --env" in err and "--episode none" in err and not (tmp_path / "refused").exists()
+    assert main(["--env", "toy", *common, "--episode", "none", "--out", str(tmp_path / "toy")]) == 0
+    err = capsys.readouterr().err
+    assert "--episode none: playing toy with the bench's defaults" in err and "playing the episode" not in err
+    identity = json.loads((tmp_path / "toy" / "manifest.json").read_text())["identity"]
+    assert identity["env"] == "toy" and identity["episode_from"] == {
+        "from": None, "ignored": str(trained_run / "final" / "episode.json")}
+    with pytest.raises(SystemExit) as exited:  # neither --env nor an episode: the benchmark is not known
+        main(["--agent", "expert", "--out", str(tmp_path / "none")])
+    assert exited.value.code == 2 and "required: --env" in capsys.readouterr().err
 
 
 def test_a_flag_that_changes_the_trained_episode_is_stated_once_and_recorded(trained_run, tmp_path, capsys):

@@ -71,7 +71,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     p.add_argument("--version", action="version", version=f"skillrise-bench {__version__}")
     run = p.add_argument_group("what to measure")
-    add_arguments(run, BenchConfig, ["env"])
+    add_arguments(run, BenchConfig, ["env"], defaults={"env": None}, helps={
+        "env": "benchmark (toy: the unit-test backend); required, except with a trained policy's episode (--episode, "
+               "or --agent hf with a trained --model folder), whose benchmark it is then"})
     run.add_argument("--agent", required=True, choices=["expert", "random", "openai", "hf"],
                      help="expert (the backend's scripted expert), random, openai (an OpenAI-compatible "
                      "server), hf (local transformers)")
@@ -80,7 +82,8 @@ def build_parser() -> argparse.ArgumentParser:
                      help="play the episode a policy was trained on (its episode.json: a training run's folder, "
                      "final/, checkpoint-N/ or the file): its carry mode, prompt style, step limit, engine options "
                      "and call framing become the defaults of the flags you do not give (default: read from "
-                     "--model's folder with --agent hf)")
+                     "--model's folder with --agent hf); none: play the bench's own defaults, not the folder's "
+                     "episode (e.g. a policy trained on one benchmark played on another)")
     exe = p.add_argument_group("execution")
     add_arguments(exe, BenchConfig, EXECUTION_FLAGS)
     unplaced = {f.name for f in flag_fields(BenchConfig)} - {"env", *MEASURE_FLAGS, *EXECUTION_FLAGS}
@@ -298,9 +301,11 @@ def rescore_main(argv: Sequence[str]) -> int:
 
 def saved_episode(args: argparse.Namespace) -> Any:
     """The `episode.SavedEpisode` this run follows: --episode's, else (--agent hf) the --model folder's; None
-    when there is none. --episode naming nothing that holds one is an error."""
+    when there is none or with --episode none. --episode naming nothing that holds one is an error."""
     from skillrise_gym import episode
 
+    if args.episode == "none":
+        return None
     if args.episode is not None:
         saved = episode.load(args.episode)
         if saved is None:
@@ -315,6 +320,16 @@ def saved_episode(args: argparse.Namespace) -> Any:
 #: the EpisodeSpec fields a saved episode gives the defaults of: each is also the bench flag's argparse destination
 EPISODE_FLAGS = ("mode", "carry", "end_on_success", "max_task_steps", "prompt_style", "backend_options",
                  "max_new_tokens", "max_prompt_tokens", "system_prompt")
+
+
+def ignored_episode(args: argparse.Namespace) -> Any:
+    """With --episode none and --agent hf: the episode.json the --model folder holds (played it is not), or None."""
+    from skillrise_gym.episode import episode_file
+
+    if args.episode != "none" or args.agent != "hf" or not args.model:
+        return None
+    folder = os.path.expanduser(args.model)
+    return episode_file(folder) if os.path.isdir(folder) else None
 
 
 def held_out_split(saved: Any) -> str | None:
@@ -435,15 +450,28 @@ def main(argv: Sequence[str] | None = None) -> int:
     curator: Agent | None = None
     try:
         saved = saved_episode(args)  # a trained policy's episode: the defaults of the flags not given
+        if args.env is None:
+            if saved is None:
+                build_parser().error("the following arguments are required: --env")
+            args.env = saved.spec.env
+        elif saved is not None and saved.spec.env != args.env:
+            raise ValueError(f"--env {args.env}, but {saved.path} is an episode of {saved.spec.env} (its step "
+                             f"limit, prompts and engine options are {saved.spec.env}'s): drop --env to play it, or "
+                             f"give --episode none to play {args.env} with the bench's own defaults")
+        ignored = ignored_episode(args)
         if saved is not None:
             given = given_flags(build_parser(), argv)
             adopt_episode(args, saved.spec, given, None if "split" in given else held_out_split(saved))
+        elif ignored is not None:
+            log(f"skillrise-bench: --episode none: playing {args.env} with the bench's defaults, not the episode "
+                f"{ignored} was trained on")
         elif args.agent == "hf":
             note = no_episode_note(args.model)
             if note:
                 log(note)
         config = BenchConfig(**field_values(args, BenchConfig),  # --backend-option KEY=VALUE parsed here
-                             admissible_actions=saved.spec.admissible_actions if saved is not None else None)
+                             admissible_actions=saved.spec.admissible_actions if saved is not None else None,
+                             episode_from={"from": None, "ignored": str(ignored)} if ignored is not None else None)
         from skillrise_gym.extras import require
 
         if config.progress:
