@@ -71,9 +71,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p.add_argument("--version", action="version", version=f"skillrise-bench {__version__}")
     run = p.add_argument_group("what to measure")
-    add_arguments(run, BenchConfig, ["env"], defaults={"env": None}, helps={
-        "env": "benchmark (toy: the unit-test backend); required, except with a trained policy's episode (--episode, "
-               "or --agent hf with a trained --model folder), whose benchmark it is then"})
+    add_arguments(run, BenchConfig, ["env"], defaults={"env": None})  # optional with a saved episode (`main`)
     run.add_argument("--agent", required=True, choices=["expert", "random", "openai", "hf"],
                      help="expert (the backend's scripted expert), random, openai (an OpenAI-compatible "
                      "server), hf (local transformers)")

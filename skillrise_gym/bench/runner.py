@@ -92,7 +92,9 @@ class BenchConfig:
     """What to measure and how to run it. Each field's help is its `skillrise-bench` flag's, and the flag's
     default and type are the field's (`cli_fields`; bench/cli.py lays the flags out)."""
 
-    env: str = option(help="benchmark (toy: the unit-test backend)", choices=ENVS)
+    env: str = option(help="benchmark (toy: the unit-test backend); required, except with a trained policy's "
+                      "episode (--episode, or --agent hf with a trained --model folder), whose benchmark it is then",
+                      choices=ENVS)
     out: str = option(help="run directory (resumed when it exists)")
     K: list[int] = option([1, 2, 4, 6], "sequence lengths")
     mode: str = option("cross", "cross: K tasks of a family, easy to hard; repeat: one task K times (Pass@k)",
