@@ -236,6 +236,10 @@ def test_another_benchmark_than_the_episodes_is_refused_unless_the_episode_is_se
     with pytest.raises(SystemExit) as exited:  # neither --env nor an episode: the benchmark is not known
         main(["--agent", "expert", "--out", str(tmp_path / "none")])
     assert exited.value.code == 2 and "required: --env" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as exited:  # a mistyped model folder: said, not just "--env"
+        main(["--agent", "hf", "--model", str(tmp_path / "nosuch" / "final"), "--out", str(tmp_path / "none")])
+    err = capsys.readouterr().err
+    assert exited.value.code == 2 and f"{tmp_path / 'nosuch' / 'final'} is not a folder holding" in err
 
 
 def test_a_flag_that_changes_the_trained_episode_is_stated_once_and_recorded(trained_run, tmp_path, capsys):

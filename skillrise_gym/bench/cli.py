@@ -450,7 +450,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         saved = saved_episode(args)  # a trained policy's episode: the defaults of the flags not given
         if args.env is None:
             if saved is None:
-                build_parser().error("the following arguments are required: --env")
+                found = (f" ({args.model} is not a folder holding a trained policy's episode.json)"
+                         if args.agent == "hf" and args.model else "")
+                build_parser().error(f"the following arguments are required: --env{found}")
             args.env = saved.spec.env
         elif saved is not None and saved.spec.env != args.env:
             raise ValueError(f"--env {args.env}, but {saved.path} is an episode of {saved.spec.env} (its step "
