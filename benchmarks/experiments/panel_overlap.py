@@ -16,8 +16,6 @@ the panel that was played) and checks that the file is what this code computes.
 
 from __future__ import annotations
 
-import argparse
-import json
 import sys
 from pathlib import Path
 
@@ -28,8 +26,6 @@ SPLIT = "test"
 
 def settings() -> list[dict]:
     """The decisive experiment's evaluation settings, read from its presets (R=1 and R=2)."""
-    if str(ROOT) not in sys.path:
-        sys.path.insert(0, str(ROOT))
     from benchmarks.experiments import decisive_experiment as decisive
 
     out = []
@@ -79,7 +75,8 @@ def compute() -> dict:
                          # two panels drawing their families independently share this many on average
                          "shared_if_independent": round(len(families["dev"]) * len(families["test"])
                                                         / len({t.family for t in pool}), 1)},
-            "tasks": {"dev": len(tasks["dev"]), "test": len(tasks["test"]), "shared": len(tasks["dev"] & tasks["test"])},
+            "tasks": {"dev": len(tasks["dev"]), "test": len(tasks["test"]),
+                      "shared": len(tasks["dev"] & tasks["test"])},
             "test_slots": len(slots),
             "test_slots_in_dev": sum(1 for t in slots if t in tasks["dev"]),
             "sequences_shared": len({q.id for q in panels["dev"]} & {q.id for q in panels["test"]}),
@@ -91,19 +88,12 @@ def compute() -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--check", action="store_true", help="rewrite nothing; exit 1 if the JSON is stale")
-    parser.add_argument("--out", type=Path, default=OUT, help="the JSON (default: %(default)s)")
-    args = parser.parse_args(argv)
-    text = json.dumps(compute(), indent=1) + "\n"
-    if args.check:
-        if not args.out.is_file() or args.out.read_text(encoding="utf-8") != text:
-            print(f"{args.out} differs from what the panels hold now: run {Path(__file__).name}", file=sys.stderr)
-            return 1
-        return 0
-    args.out.write_text(text, encoding="utf-8")
-    print(f"wrote {args.out}")
-    return 0
+    if str(ROOT) not in sys.path:  # run as a script: the repository, where benchmarks/ is a package
+        sys.path.insert(0, str(ROOT))
+    from benchmarks.experiments import computed_json
+
+    return computed_json.main(argv, __doc__.split("\n\n")[0], compute, OUT, Path(__file__).name,
+                              "what the panels hold now")
 
 
 if __name__ == "__main__":

@@ -12,8 +12,6 @@ scripted agents played through `gym.make` reach them.
 
 from __future__ import annotations
 
-import argparse
-import json
 import sys
 from pathlib import Path
 
@@ -43,19 +41,12 @@ def compute() -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--check", action="store_true", help="rewrite nothing; exit 1 if the JSON is stale")
-    parser.add_argument("--out", type=Path, default=OUT, help="the JSON (default: %(default)s)")
-    args = parser.parse_args(argv)
-    text = json.dumps(compute(), indent=1) + "\n"
-    if args.check:
-        if not args.out.is_file() or args.out.read_text(encoding="utf-8") != text:
-            print(f"{args.out} differs from RulebookBackend.ceilings: run {Path(__file__).name}", file=sys.stderr)
-            return 1
-        return 0
-    args.out.write_text(text, encoding="utf-8")
-    print(f"wrote {args.out}")
-    return 0
+    if str(ROOT) not in sys.path:  # run as a script: the repository, where benchmarks/ is a package
+        sys.path.insert(0, str(ROOT))
+    from benchmarks.experiments import computed_json
+
+    return computed_json.main(argv, __doc__.split("\n\n")[0], compute, OUT, Path(__file__).name,
+                              "RulebookBackend.ceilings")
 
 
 if __name__ == "__main__":
