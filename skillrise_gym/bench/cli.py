@@ -389,8 +389,9 @@ def compare_episode(saved: Any, config: BenchConfig, agent: Agent, log: Any) -> 
         log(f"skillrise-bench: warning: this run differs from the episode {saved.path} was trained on: {shown}. "
             "Its numbers measure another episode than the one trained.")
     else:
+        steps = trained.max_task_steps
         log(f"skillrise-bench: playing the episode {saved.path} was trained on ({trained.prompt_style} prompts, "
-            f"carry {trained.carry}, {trained.max_task_steps} steps a task)")
+            f"carry {trained.carry}, at most {steps} step{'s' if steps != 1 else ''} a task)")
     trained_t, now_t = saved.notes.get("temperature"), agent.describe().get("temperature")
     if trained_t is not None and now_t is not None and float(trained_t) != float(now_t):
         panel += f"; sampled at temperature {trained_t:g} in training, {now_t:g} here (--temperature)"
