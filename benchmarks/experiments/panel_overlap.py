@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[2]
 OUT = ROOT / "benchmarks/results/panel_overlap.json"
@@ -36,22 +37,18 @@ def settings() -> list[dict]:
     return out
 
 
-def draw(options: dict, K: int, seed: int, n: int) -> list:
+def panels(options: dict, K: int, n: int) -> tuple[Any, dict[str, list]]:
+    """The split's sampler (its `all_families`: every task of the split, by family) and each named panel's
+    `n` sequences, drawn from it as the bench draws them."""
     from skillrise_gym.env import SequenceEnv
+    from skillrise_gym.panels import PANELS
 
     env = SequenceEnv(backend="rulebook", K=K, split=SPLIT, backend_options=options)
     try:
         sampler = env.sampler()
-        return [sampler.sequence(seed, index) for index in range(n)]
+        return sampler, {name: [sampler.sequence(PANELS[name], i) for i in range(n)] for name in ("dev", "test")}
     finally:
         env.close()
-
-
-def draw_pool(options: dict) -> list:
-    """Every task of the split the panels are drawn from."""
-    from skillrise_gym.backends import backend_class
-
-    return backend_class("rulebook")(**options).list_tasks(SPLIT)
 
 
 def compute() -> dict:
@@ -59,27 +56,28 @@ def compute() -> dict:
 
     rows = []
     for s in settings():
-        panels = {name: draw(s["backend_options"], s["K"], PANELS[name], s["sequences"]) for name in ("dev", "test")}
-        families = {name: {q.family for q in seqs} for name, seqs in panels.items()}
-        tasks = {name: {t.id for q in seqs for t in q.tasks} for name, seqs in panels.items()}
-        slots = [t.id for q in panels["test"] for t in q.tasks]
-        pool = draw_pool(s["backend_options"])
+        sampler, drawn = panels(s["backend_options"], s["K"], s["sequences"])
+        split_families = len(sampler.all_families)
+        families = {name: {q.family for q in seqs} for name, seqs in drawn.items()}
+        tasks = {name: {t.id for q in seqs for t in q.tasks} for name, seqs in drawn.items()}
+        slots = [t.id for q in drawn["test"] for t in q.tasks]
         rows.append({
             **s,
-            "split_families": len({t.family for t in pool}), "split_tasks": len(pool),
+            "split_families": split_families,
+            "split_tasks": sum(len(group) for group in sampler.all_families.values()),
             "hash": {name: panel_hash("rulebook", SPLIT, s["backend_options"],
                                       [(q.id, [t.id for t in q.tasks]) for q in seqs])
-                     for name, seqs in panels.items()},
+                     for name, seqs in drawn.items()},
             "families": {"dev": len(families["dev"]), "test": len(families["test"]),
                          "shared": len(families["dev"] & families["test"]),
                          # two panels drawing their families independently share this many on average
                          "shared_if_independent": round(len(families["dev"]) * len(families["test"])
-                                                        / len({t.family for t in pool}), 1)},
+                                                        / split_families, 1)},
             "tasks": {"dev": len(tasks["dev"]), "test": len(tasks["test"]),
                       "shared": len(tasks["dev"] & tasks["test"])},
             "test_slots": len(slots),
             "test_slots_in_dev": sum(1 for t in slots if t in tasks["dev"]),
-            "sequences_shared": len({q.id for q in panels["dev"]} & {q.id for q in panels["test"]}),
+            "sequences_shared": len({q.id for q in drawn["dev"]} & {q.id for q in drawn["test"]}),
         })
     return {"what": "what the dev and test panels share (families, distinct tasks, task slots of the test panel "
                     "whose task the dev panel also plays, whole sequences), the probe's held-out split, drawn as "
