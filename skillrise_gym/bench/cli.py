@@ -345,12 +345,14 @@ def held_out_split(saved: Any) -> str | None:
                          f"one of this version's ({exc}); give --split") from None
 
 
-def adopt_episode(args: argparse.Namespace, spec: Any, given: set[str], held_out: str | None = None) -> None:
+def adopt_episode(args: argparse.Namespace, saved: Any, given: set[str]) -> None:
     """The saved episode's values for every flag the command line did not give (`EPISODE_FLAGS`), and its chat
-    template arguments (no flag). Without --split: `held_out`, the split its training evaluated on (the
-    trainer saves it beside the episode), so a trained policy is scored where its training scored it, never
-    on its own training tasks by default."""
-    if held_out is not None and "split" not in given:
+    template arguments (no flag). Without --split: the held-out split its training evaluated on
+    (`held_out_split`), so a trained policy is scored where its training scored it, never on its own training
+    tasks by default."""
+    spec = saved.spec
+    held_out = None if "split" in given else held_out_split(saved)
+    if held_out is not None:
         args.split = held_out
     for name in EPISODE_FLAGS:
         value = getattr(spec, name)
@@ -461,8 +463,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                              f"give --episode none to play {args.env} with the bench's own defaults")
         ignored = ignored_episode(args)
         if saved is not None:
-            given = given_flags(build_parser(), argv)
-            adopt_episode(args, saved.spec, given, None if "split" in given else held_out_split(saved))
+            adopt_episode(args, saved, given_flags(build_parser(), argv))
         elif ignored is not None:
             log(f"skillrise-bench: --episode none: playing {args.env} with the bench's defaults, not the episode "
                 f"{ignored} was trained on")
