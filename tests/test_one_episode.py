@@ -126,6 +126,22 @@ def test_a_spec_resolves_every_default_and_round_trips_through_its_file(tmp_path
     assert spec.differences(spec.replace(prompt_style="compact", K=4)) == {"prompt_style": ("full", "compact")}
 
 
+def test_a_saved_held_out_split_is_read_by_its_name_here(tmp_path):
+    """ALFWorld's own name for a held-out split (valid_seen) is the split it names here, both for the split
+    played without --split and for the console's label of the split played; one this version does not know is
+    refused when it would be played and kept as written when it only labels."""
+    from skillrise_gym.bench.cli import held_out_split
+
+    spec = EpisodeSpec.resolve("alfworld", 2, prompt_style=None, max_new_tokens=48)
+    (tmp_path / "a").mkdir(), (tmp_path / "b").mkdir()
+    spec.save(tmp_path / "a", held_out_split="valid_seen")
+    assert held_out_split(episodes.load(tmp_path / "a")) == "eval_in_distribution"
+    spec.save(tmp_path / "b", held_out_split="valid_nosuch")
+    with pytest.raises(ValueError, match="'valid_nosuch'.*give --split"):
+        held_out_split(episodes.load(tmp_path / "b"))
+    assert held_out_split(episodes.load(tmp_path / "b"), strict=False) == "valid_nosuch"
+
+
 @pytest.mark.parametrize("payload, message", [
     ({"version": 1, "episode": {"env": "toy", "split": "train", "K": 2, "max_task_steps": 2, "colour": "red"}},
      "unknown episode field(s) colour"),

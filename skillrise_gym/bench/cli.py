@@ -330,9 +330,11 @@ def ignored_episode(args: argparse.Namespace) -> Any:
     return episode_file(folder) if os.path.isdir(folder) else None
 
 
-def held_out_split(saved: Any) -> str | None:
-    """The held-out split a saved episode's training evaluated on (None when its file names none); one this
-    version's backend does not know is refused, naming the file and --split."""
+def held_out_split(saved: Any, strict: bool = True) -> str | None:
+    """The held-out split a saved episode's training evaluated on, by its name here (an alias such as ALFWorld's
+    valid_seen becomes the split it names; None when the file names none). One this version's backend does not
+    know is refused, naming the file and --split, or with `strict=False` (it only labels the split played)
+    returned as written."""
     from skillrise_gym.backends import backend_class
 
     split = saved.notes.get("held_out_split")
@@ -341,6 +343,8 @@ def held_out_split(saved: Any) -> str | None:
     try:
         return backend_class(saved.spec.env).canonical_split(str(split))
     except ValueError as exc:
+        if not strict:
+            return str(split)
         raise ValueError(f"{saved.path}: its held_out_split, the split the bench plays without --split, is not "
                          f"one of this version's ({exc}); give --split") from None
 
@@ -378,7 +382,7 @@ def compare_episode(saved: Any, config: BenchConfig, agent: Agent, log: Any) -> 
     names = tuple(n for n in trained.shape_fields() if n not in FRAMING or n in framing)
     differs = trained.differences(now, names)
     others = [mode for mode in config.carry if mode != carry]
-    held_out = saved.notes.get("held_out_split")
+    held_out = held_out_split(saved, strict=False)
     panel = (f"trained on split {trained.split} at K={trained.K}; measured on split {config.split} at "
              f"K={' '.join(map(str, config.K))}")
     if held_out is not None and config.split == held_out:
