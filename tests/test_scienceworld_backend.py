@@ -97,6 +97,9 @@ def test_topic_families_and_task_subset():
         assert {t.family for t in tasks} == {"Matter", "Biology"}
         assert {t.payload["task_name"] for t in tasks} == {"boil", "grow-plant", "lifespan-longest-lived"}
         assert b.jvm_pid is None or b.jvm_pid > 0
+    from skillrise_gym.backends.scienceworld import catalog
+
+    assert len(set(catalog.task_topics().values())) == 7 and len(catalog.task_topics()) == 30  # the docs' counts
 
 
 def test_bad_options_and_task_names():

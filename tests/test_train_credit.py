@@ -208,6 +208,20 @@ def test_gigpo_is_grpo_when_no_state_repeats_and_zero_when_returns_are_equal():
     assert adv.tolist() == [0.0, -0.5]  # the penalty once, after both parts
 
 
+def test_gigpo_with_one_step_a_task_is_twice_grpo():
+    """One step a task (the transfer probe): every trial of a task starts in the task's one state, so the
+    step group is the episode group and the step advantage repeats the episode one: GiGPO's advantage is
+    exactly twice GRPO's (what docs/results/transfer-r1.md says of the probe's GiGPO arm)."""
+    from skillrise_train.credit import gigpo_advantages
+
+    tags = [step("a", 0, "s", 10.0), step("b", 0, "s"), step("c", 0, "s", 10.0), step("d", 0, "s")]
+    rewards = {"a": [10.0], "b": [0.0], "c": [10.0], "d": [0.0]}
+    for mode in ("mean_norm", "mean_std_norm"):
+        _, gigpo = gigpo_advantages(tags, rewards, mode=mode, invalid_penalty=0.0)
+        _, grpo = assign_credit(tags, rewards, mode=mode, invalid_penalty=0.0)
+        assert np.allclose(gigpo, 2 * grpo) and not np.allclose(grpo, 0.0)
+
+
 def test_anchor_groups_never_cross_tasks_or_task_groups():
     from skillrise_train.credit import anchor_groups
 

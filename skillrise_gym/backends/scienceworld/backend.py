@@ -91,7 +91,7 @@ class ScienceWorldBackend(Backend):
     """ScienceWorld on its JVM. Options (all keyword, all passed through `backend_options` of `gym.make`):
 
     simplifications: comma-separated engine simplifications, default "easy" (all of them, as the reference).
-    family: "task" (default: each of the 30 tasks is a family) or "topic" (the 10 topics of tasks.json).
+    family: "task" (default: each of the 30 tasks is a family) or "topic" (the 7 topics of tasks.json).
     tasks: restrict to these task names (default: all 30).
     difficulty: "fallback" (default: the task's typical gold length + variation/10000, the same on every
         machine, so a seed draws the same sequences everywhere), "cached" (gold path length where cached on
