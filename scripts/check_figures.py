@@ -6,7 +6,8 @@ typed there can drift from its JSON or have none. This check reads the documenta
 results folders' READMEs (benchmarks/results/**/README.md) section by section (a section runs from a heading,
 a paragraph opening with a bold title, or, in a results README, a paragraph opening with the folder it
 describes, to the next) and asks of every decimal figure in the prose (0.61, +0.035, 1.78x, 24%, 26.7k) that
-it be found in a file the same section names (in prose or in a generated table's footer, not in code):
+it be found in a file the same section names (in prose or in a generated table's footer, not in code); an
+integer is checked only with a unit joined to it (3x, 24%, 107k, 30s: a count, a step number or K is not):
 
 - a JSON under benchmarks/results/ (a local runs/ folder is not committed data), named by its path from the
   repository, from benchmarks/results/ or from the page's folder; only when no such path exists, by the tail
@@ -64,6 +65,8 @@ _VERSION_AFTER = re.compile(r"(?i)\b(python|torch|transformers|trl|peft|accelera
 #: a confidence level, not a measurement ("a 95% CI")
 _LEVEL = re.compile(r"\s*(CI|confidence|bootstrap|interval)", re.I)
 _LEVELS = ("90", "95", "99")
+#: units that make an integer a measurement (a ratio, a share, a size, a time: "3x", "24%", "107k", "30s")
+_MEASURED_UNITS = ("%", "x", "k", "pp", "ms", "s", "min", "h", "GB", "MB", "GiB", "MiB")
 
 
 @dataclass(frozen=True)
@@ -261,8 +264,8 @@ def check_page(page: Path, root: Path = ROOT) -> list[Missing]:
             prose = _LINK_TARGET.sub("]()", line)
             for match in _FIGURE.finditer(prose):
                 sign, figure, unit = match.groups()
-                if "." not in figure and unit != "%":
-                    continue  # counts, steps, K: integers are not checked
+                if "." not in figure and unit not in _MEASURED_UNITS:
+                    continue  # counts, steps, K: bare integers are not checked (with a unit joined, they are)
                 if _VERSION_AFTER.search(prose[: match.start()]):
                     continue
                 if unit == "%" and figure in _LEVELS and _LEVEL.match(prose[match.end():]):

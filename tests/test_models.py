@@ -33,12 +33,12 @@ def test_tiny_model_builds_offline_with_a_chatml_template(tmp_path):
     odd = "é✓ 🥔 <action>go</action>"
     assert tokenizer.decode(tokenizer(odd)["input_ids"]) == odd
     assert tokenizer.padding_side == "left" and tokenizer.pad_token is not None
-    # the size the docs quote ("a 107k-parameter model", README and the results pages) is this model's
+    # the size the docs quote ("107k parameters", README and the results pages) is this model's
     count = sum(p.numel() for p in model.parameters())
     assert f"{round(count / 1000)}k" == "107k", count
     root = Path(__file__).resolve().parent.parent
-    quoting = [root / "README.md", root / "docs" / "rulebook.md", root / "docs" / "results" / "index.md"]
-    assert all("107k-parameter" in page.read_text(encoding="utf-8") for page in quoting)
+    quoting = [root / "README.md", root / "docs" / "results" / "index.md", root / "docs" / "results" / "transfer-r1.md"]
+    assert all("107k" in page.read_text(encoding="utf-8") for page in quoting)
 
 
 def test_tiny_build_is_deterministic(tmp_path):
