@@ -7,7 +7,7 @@ results folders' READMEs (benchmarks/results/**/README.md) section by section (a
 a paragraph opening with a bold title, or, in a results README, a paragraph opening with the folder it
 describes, to the next) and asks of every decimal figure in the prose (0.61, +0.035, 1.78x, 24%, 26.7k) that
 it be found in a file the same section names (in prose or in a generated table's footer, not in code); an
-integer is checked only with a unit joined to it (3x, 24%, 107k, 30s: a count, a step number or K is not):
+integer is checked only with a unit (3x, 24%, 107k, 30s, 250 MB: a count, a step number or K is not):
 
 - a JSON under benchmarks/results/ (a local runs/ folder is not committed data), named by its path from the
   repository, from benchmarks/results/ or from the page's folder; only when no such path exists, by the tail
@@ -57,8 +57,9 @@ _LINK_TARGET = re.compile(r"\]\(([^)\s]+)\)")
 _HEADING = re.compile(r"^#{1,6} ")
 #: a file the prose names: a path ending in .json or .py, or a folder (ending in /)
 _REF = re.compile(r"(?<![\w/.-])((?:[\w.*{},-]+/)+(?:[\w.*{},-]+\.(?:json|py))?|[\w.*{},-]+\.(?:json|py))(?![\w])")
-#: a decimal figure, with its sign and an optional unit joined to it (ratio x, percent, k, seconds, sizes)
-_FIGURE = re.compile(r"(?<![\w.])([+\-−]?)(\d+\.\d+|\.\d+|\d+)(x|%|k|pp|ms|s|min|h|GB|MB|GiB|MiB)?(?![\w]|\.\d)")
+#: a figure, with its sign and an optional unit joined to it (ratio x, percent, k, seconds, sizes) or, for a
+#: size, after a space (250 MB)
+_FIGURE = re.compile(r"(?<![\w.])([+\-−]?)(\d+\.\d+|\.\d+|\d+)(x|%|k|pp|ms|s|min|h|GB|MB|GiB|MiB| GB| MB| GiB| MiB)?(?![\w]|\.\d)")
 #: a package and its version ("alfworld 0.4.2", "Python 3.10"): not a measurement
 _VERSION_AFTER = re.compile(r"(?i)\b(python|torch|transformers|trl|peft|accelerate|gymnasium|numpy|ray|vllm|java|jdk|"
                             r"pytest|arxiv)\s*[=<>~]*\s*(\d+(\.\d+)*(,\s*|\s+(to|and|or)\s+))*$")
@@ -66,7 +67,7 @@ _VERSION_AFTER = re.compile(r"(?i)\b(python|torch|transformers|trl|peft|accelera
 _LEVEL = re.compile(r"\s*(CI|confidence|bootstrap|interval)", re.I)
 _LEVELS = ("90", "95", "99")
 #: units that make an integer a measurement (a ratio, a share, a size, a time: "3x", "24%", "107k", "30s")
-_MEASURED_UNITS = ("%", "x", "k", "pp", "ms", "s", "min", "h", "GB", "MB", "GiB", "MiB")
+_MEASURED_UNITS = ("%", "x", "k", "pp", "ms", "s", "min", "h", "GB", "MB", "GiB", "MiB", " GB", " MB", " GiB", " MiB")
 
 
 @dataclass(frozen=True)

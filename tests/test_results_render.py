@@ -156,7 +156,7 @@ def test_check_figures_names_an_uncited_or_derived_figure_and_skips_versions_cod
         "# Results\n\n"
         "Success 0.61 [0.55, 0.67], 52% of turns (`run/a.json`). A derived difference +0.06.\n\n"
         "## Elsewhere\n\n"
-        "Uncited 0.61 on alfworld 0.4.2 and Python 3.10, 3.12 and 3.13, 40 steps, 3x faster, a 95% CI, `gamma 0.6`.\n\n"
+        "Uncited 0.61 on alfworld 0.4.2 and Python 3.10, 3.12 and 3.13, 40 steps, 3x faster, 250 MB, a 95% CI, `gamma 0.6`.\n\n"
         "<!-- results: x -->\n| 0.99 |\n<!-- /results -->\n\n"
         "```\n0.77\n```\n\n~~~\n0.78\n~~~\n\n    python run.py --penalty 2.0\n\n"
         "**A bold title.** Within 0.045 (`tests/test_x.py`), and `--lr 0.3` is code.\n\n"
@@ -169,6 +169,7 @@ def test_check_figures_names_an_uncited_or_derived_figure_and_skips_versions_cod
                     ("docs/rulebook.md", 3, "Results", "+0.06"),
                     ("docs/rulebook.md", 7, "Elsewhere", "0.61"),
                     ("docs/rulebook.md", 7, "Elsewhere", "3x"),  # an integer with a unit is a measurement
+                    ("docs/rulebook.md", 7, "Elsewhere", "250 MB"),
                     ("docs/rulebook.md", 27, "Counts are not shares", "37%"),
                     ("docs/rulebook.md", 27, "Counts are not shares", ".44"),
                     ("docs/rulebook.md", 27, "Counts are not shares", "0.33"),
