@@ -28,6 +28,23 @@ def test_bootstrap_is_seeded_and_brackets_the_mean():
     assert per_column.shape == (2, 2)
 
 
+@pytest.mark.parametrize("p, df, expected", [(0.975, 1, 12.7062), (0.975, 2, 4.3027), (0.975, 3, 3.1824),
+                                              (0.975, 6, 2.4469), (0.975, 30, 2.0423), (0.995, 1, 63.6567),
+                                              (0.95, 9, 1.8331), (0.5, 4, 0.0)])
+def test_t_quantile_matches_the_tables(p, df, expected):
+    from skillrise_gym.bench.metrics import t_quantile
+
+    assert abs(t_quantile(p, df) - expected) < 5e-5
+
+
+def test_t_quantile_refuses_what_it_cannot_answer():
+    from skillrise_gym.bench.metrics import t_quantile
+
+    for p, df in ((0.975, 0), (0.975, 1.5), (1.0, 3), (0.4, 3)):
+        with pytest.raises(ValueError, match="t_quantile needs"):
+            t_quantile(p, df)
+
+
 def test_block_rates_and_pass_at_k():
     rows = [result(0, [False, True, True]), result(1, [False, False, False]), result(2, [True, False, True]),
             result(3, [False, False, True])]

@@ -277,6 +277,33 @@ def test_a_comparison_is_decided_only_over_every_planned_seed_and_an_interval_ac
     assert v({"seeds": 3, "ci": [-0.3, -0.05], "mean": -0.2}) == "below"
     assert v({"seeds": 3, "ci": [-0.01, 0.3], "mean": 0.15}) == "tie"  # every seed above 0 or not: the interval decides
     assert v({"seeds": 2, "ci": [0.01, 0.2], "mean": 0.1}, planned=2) == "above"
+    assert v({"seeds": 3, "ci": [0.0, 0.2], "mean": 0.1}) == "tie"  # a bound at 0 is not above it
+
+
+def test_the_interval_over_seeds_is_students_t_with_seeds_minus_one_degrees_of_freedom():
+    """Hand-computed: mean, sd with n - 1, t quantile 12.706 (df 1) / 4.303 (df 2) / 2.447 (df 6: a normal
+    1.96 would be too narrow); one seed has no interval, none is refused."""
+    over = decisive_experiment.over_seeds
+    assert over([0.08, 0.11]) == {"mean": 0.095, "ci": [-0.0956, 0.2856], "seeds": 2, "positive": 2}
+    three = over([0.61, 0.78, 0.71])  # the R=1 comparison: sd 0.0854, half 4.303 x 0.0854 / sqrt 3
+    assert three["ci"] == [0.4878, 0.9122] and three["positive"] == 3
+    seven = over([0.1, 0.2, 0.0, 0.1, 0.2, 0.0, 0.1])  # sd 0.0816, half 2.447 x 0.0816 / sqrt 7 = 0.0755
+    assert seven["ci"] == [0.0245, 0.1755]
+    assert over([0.08]) == {"mean": 0.08, "ci": None, "seeds": 1, "positive": 1}
+    with pytest.raises(ValueError, match="at least one seed"):
+        over([])
+
+
+def test_a_per_seed_difference_is_paired_by_sequence_on_positions_2_to_5():
+    """Two arms on the same three sequences: the difference is taken per sequence, at positions 2-5 only, then
+    bootstrapped; an arm that is the other plus a constant has a zero-width interval (a paired bootstrap)."""
+    def arm(rows):
+        return {"what": "x", "evaluation": {"panel": {"hash": "h"}, "per_sequence": rows}}
+
+    mine = arm({"a": [0, 0, 1, 1, 1, 1], "b": [1, 1, 1, 0, 1, 0], "c": [0, 1, 0, 0, 1, 1]})
+    other = arm({"a": [1, 1, 1, 1, 0, 1], "b": [0, 0, 0, 0, 1, 0], "c": [1, 0, 0, 0, 0, 1]})  # each 0.25 below
+    result = decisive_experiment.paired(mine, other)
+    assert result == {"difference": 0.25, "ci": [0.25, 0.25], "sequences": 3}
 
 
 def test_the_verdicts_table_lists_every_planned_comparison_before_it_lands():

@@ -43,7 +43,8 @@ A session that may end abruptly runs `bash scripts/commit_stages.sh` beside `run
 The report (`analyse`): success on the test panel by arm x init x seed; per seed, SkillRise minus each control
 on the same 100 sequences (positions 2-5, the positions where a document of two rules can be read: the
 pre-registered measure), with a bootstrap CI over sequences; over seeds, the mean of the per-seed differences
-with a t interval over the 3 seeds (a run-level interval: run-to-run variance included, sequences not pooled),
+with a t interval over the 3 seeds (a run-level interval: run-to-run variance included, sequences not pooled;
+every seed plays the same panel, so the sequences drawn are not in it, and each verdict holds for this panel),
 and how many seeds are positive; a verdict per comparison by the rule in `verdict` (decided only over every
 seed). `verdicts` is the table of them that the README, docs/rulebook.md and the results page render.
 """
@@ -525,9 +526,6 @@ def code_version() -> dict[str, Any]:
 
 
 # ------------------------------------------------------------------------------------------ analysis
-T_975 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571}
-
-
 def measure(per_sequence: dict[str, list[int]]) -> dict[str, float]:
     """sequence id -> mean success at the pre-registered positions (`MEASURE`)."""
     a, b = MEASURE
@@ -553,12 +551,16 @@ def paired(mine: dict[str, Any], other: dict[str, Any], seed: int = 0) -> dict[s
 
 def over_seeds(values: list[float]) -> dict[str, Any]:
     """The mean of per-seed values with a t 95% interval over seeds (None with fewer than 2)."""
+    from skillrise_gym.bench.metrics import t_quantile
+
     n = len(values)
+    if not n:
+        raise ValueError("over_seeds needs at least one seed's value")
     mean = sum(values) / n
     if n < 2:
         return {"mean": round(mean, 4), "ci": None, "seeds": n, "positive": sum(v > 0 for v in values)}
     sd = math.sqrt(sum((v - mean) ** 2 for v in values) / (n - 1))
-    half = T_975.get(n - 1, 1.96) * sd / math.sqrt(n)
+    half = t_quantile(0.975, n - 1) * sd / math.sqrt(n)
     return {"mean": round(mean, 4), "ci": [round(mean - half, 4), round(mean + half, 4)], "seeds": n,
             "positive": sum(v > 0 for v in values)}
 
@@ -600,9 +602,13 @@ def analyse(results: Path) -> dict[str, Any]:
         "what": __doc__.split("\n\n")[0].replace("\n", " "),
         "measure": f"mean success at positions {MEASURE[0]}-{MEASURE[1] - 1} (0-based) of K=6, test panel",
         "interval": "per seed: bootstrap 95% CI over the panel's sequences; over seeds: mean of the per-seed "
-                    "differences, t 95% interval over seeds (df = seeds - 1)",
+                    "differences, t 95% interval over seeds (df = seeds - 1). Every seed plays the same panel, so "
+                    "the interval over seeds is over RL seeds on this panel: which sequences were drawn is not in "
+                    "it. An init is one greedy evaluation shared by every seed, so a comparison with it varies "
+                    "with the arm alone",
         "verdict_rule": f"a comparison is decided only when all {len(SEEDS)} seeds have landed: above when the t "
-                        "interval over seeds lies above 0, below when it lies below, else a tie",
+                        "interval over seeds lies above 0, below when it lies below, else a tie; each planned "
+                        "comparison at 95%, not adjusted for their number",
         "stages_done": sorted(done), "stages_left": [n for n in stages() if n not in done],
         "inits": {init: stage for init, (stage, _) in choices.items()},
         "inits_why": {init: why for init, (_, why) in choices.items()},

@@ -34,11 +34,12 @@ def verdicts(results: Results) -> str:
     from benchmarks.experiments.decisive_experiment import verdicts as table_of
 
     src = results.json(REPORT)
-    for field in ("measure", "verdict_rule", "r2", "r1", "stages_done", "stages_left"):
+    for field in ("measure", "interval", "verdict_rule", "r2", "r1", "stages_done", "stages_left"):
         src(field)
     data = src.data
     done = len(data["stages_done"])
-    return (table_of(data) + f"\n\nMeasure: {data['measure']}. Verdict: {data['verdict_rule']}. Stages done: {done} "
+    return (table_of(data) + f"\n\nMeasure: {data['measure']}. Intervals: {data['interval']}. Verdict: "
+            f"{data['verdict_rule']}. Stages done: {done} "
             f"of {done + len(data['stages_left'])}.\n" + sources(REPORT, note=NOTE))
 
 
