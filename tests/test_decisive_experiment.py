@@ -294,6 +294,17 @@ def test_the_interval_over_seeds_is_students_t_with_seeds_minus_one_degrees_of_f
         over([])
 
 
+def test_arms_and_the_init_evaluated_must_share_their_start_bits():
+    """The init's own evaluation counts: an init rebuilt after it was evaluated (other bits) breaks the pairing
+    of 'minus its init' even when every arm started from the same bits."""
+    digests = decisive_experiment.start_digests
+    done = {"r2/curates/init": {"model": {"digest": "a"}}, "r2/curates/none-seed0": {"start": {"digest": "a"}},
+            "r2/curates/skillrise-seed0": {"start": {"digest": "a"}}, "r2/cannot/init": {"model": {"digest": "z"}}}
+    assert digests(done, "curates") == {"a"} and digests(done, "cannot") == {"z"}
+    done["r2/curates/init"] = {"model": {"digest": "b"}}
+    assert digests(done, "curates") == {"a", "b"}
+
+
 def test_a_per_seed_difference_is_paired_by_sequence_on_positions_2_to_5():
     """Two arms on the same three sequences: the difference is taken per sequence, at positions 2-5 only, then
     bootstrapped; an arm that is the other plus a constant has a zero-width interval (a paired bootstrap)."""

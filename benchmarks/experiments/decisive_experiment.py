@@ -594,6 +594,13 @@ def load_stages(results: Path) -> dict[str, dict[str, Any]]:
     return found
 
 
+def start_digests(done: dict[str, dict[str, Any]], init: str) -> set[str]:
+    """The weights digests the R=2 stages from `init` started from: the init evaluated (its `model`) and every
+    arm's `start`. One digest: every comparison from that init is paired on the same bits."""
+    return {record["model"]["digest"] if name.endswith("/init") else record["start"]["digest"]
+            for name, record in done.items() if name.startswith(f"r2/{init}/")}
+
+
 def analyse(results: Path) -> dict[str, Any]:
     """The report of what has finished: every figure computed from the stages' JSON."""
     done = load_stages(results)
@@ -623,7 +630,6 @@ def analyse(results: Path) -> dict[str, Any]:
         section: dict[str, Any] = {"arms": {}, "paired": {}, "init": None}
         if f"r2/{init}/init" in done:
             section["init"] = summary_of(done[f"r2/{init}/init"]["evaluation"])
-        starts = set()
         for arm in R2_ARMS + R2_METHOD_ARMS:
             for seed in SEEDS:
                 record = done.get(f"r2/{init}/{arm}-seed{seed}")
@@ -631,8 +637,7 @@ def analyse(results: Path) -> dict[str, Any]:
                     section["arms"].setdefault(arm, {})[str(seed)] = {
                         **summary_of(record["evaluation"]), "documents": document_figures(record),
                         "start_digest": record["start"]["digest"]}
-                    starts.add(record["start"]["digest"])
-        section["same_start"] = len(starts) <= 1
+        section["same_start"] = len(start_digests(done, init)) <= 1
         for arm, control in r2_comparisons():
             per_seed = {}
             for seed in SEEDS:
@@ -757,8 +762,8 @@ def markdown(report: dict[str, Any]) -> str:
         lines += [f"## R=2 from the init that {'curates' if init == 'curates' else 'cannot curate'} "
                   f"(the R=1 run {inits.get(init) or not_chosen(why.get(init, ''))})", ""]
         if not section["same_start"]:
-            lines += ["**Warning: these arms did not all start from the same init bits** (the init was rebuilt "
-                      "between stages); their comparisons are not paired on the init.", ""]
+            lines += ["**Warning: these arms, and the init evaluated, did not all start from the same bits** (the "
+                      "init was rebuilt between stages); their comparisons are not paired on the init.", ""]
         lines += ["| arm | seed | success [95% CI] | positions 2-5 | by position | documents: every rule / keeps / "
                   "repeats a clause / cut |", "|---|---|---|---|---|---|"]
         if section["init"]:
