@@ -129,8 +129,8 @@ def claim_run(out: str | os.PathLike) -> None:
         atomic_write(out / RUN_MARKER, json.dumps({
             "tool": "skillrise-train", "marker_version": 1,
             "about": "this folder holds a skillrise-train run; --overwrite and --resume delete only the run's own "
-                     "outputs (records, checkpoint-N/, final*/, eval/, config.json, README.md, runs/, "
-                     "warmstart.json), never other files"}, indent=1) + "\n", fsync=True)
+                     f"outputs ({', '.join(RECORDS + ('checkpoint-N/',) + OUTPUTS)}), never other files"},
+            indent=1) + "\n", fsync=True)
 
 
 def resume_settings(out: str | os.PathLike, current: dict[str, Any]) -> dict[str, Any]:

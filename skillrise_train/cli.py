@@ -33,10 +33,12 @@ def build_parser() -> Any:
     from skillrise_gym.cli_fields import add_arguments
 
     class Formatter(argparse.ArgumentDefaultsHelpFormatter):
-        """Each flag's default once, where there is one (not "None")."""
+        """Each flag's default once, where there is one (not "None"; not for a one-way switch such as
+        --no-progress, whose "default: True" would be the field's, not the switch's)."""
 
         def _get_help_string(self, action: argparse.Action) -> str:
-            if action.default is None or action.default is argparse.SUPPRESS:
+            if (action.default is None or action.default is argparse.SUPPRESS
+                    or isinstance(action, (argparse._StoreTrueAction, argparse._StoreFalseAction))):
                 return action.help or ""
             return super()._get_help_string(action)
 

@@ -48,6 +48,24 @@ def test_help_says_each_default_once(capsys):
     assert flat.count("(default:") == len(flat.split("(default:")) - 1
     for chunk in flat.split(" --"):
         assert chunk.count("(default:") <= 1, chunk
+    # a one-way switch shows no "(default: True)": that is the field's value, not the switch's
+    assert "--no-progress No progress line" in flat and "(default: True) --report-to" not in flat
+
+
+def test_every_flag_in_the_docs_flags_table_parses():
+    """docs/train.md's generated flags table names flags the trainer takes (it once listed --no-no-progress)."""
+    import re
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parent.parent / "docs" / "train.md").read_text(encoding="utf-8")
+    block = text.split("<!-- results: reference/train-flags -->")[1].split("<!-- /results -->")[0]
+    names = [n for row in re.findall(r"^\| `([^`]+)` \|", block, re.M) for n in row.split(" / ")]
+    assert "--no-progress" in names and not [n for n in names if n.startswith("--no-no-")]
+    for name in names:
+        try:
+            parse_config([name])  # a switch
+        except ValueError as exc:
+            assert "unknown argument" not in str(exc) and "ambiguous" not in str(exc), (name, exc)
 
 
 def test_unset_max_task_steps_means_each_backends_own_limit_in_training_and_evaluation():

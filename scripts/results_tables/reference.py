@@ -33,10 +33,12 @@ def train_flags(results: Results) -> str:
 
     rows = []
     for f in flag_fields(TrainConfig):
-        name = flag_name(f)
-        if isinstance(default_of(f), bool) and default_of(f) is True:
+        name, default = flag_name(f), default_of(f)
+        if isinstance(default, bool) and f.metadata.get("flag"):  # one switch (--no-progress): off unless given
+            default = False
+        elif isinstance(default, bool) and default is True:
             name = f"{name} / --no-{name[2:]}"
-        rows.append([f"`{name}`", _default(default_of(f)), _cell(f.metadata["help"])])
+        rows.append([f"`{name}`", _default(default), _cell(f.metadata["help"])])
     return (markdown_table(["flag", "default", "what it sets"], rows) + "\n\n"
             "*Generated from `skillrise_train.config.TrainConfig` by `scripts/render_results.py` (the fields the CLI is "
             "built from; `skillrise-train --help` prints the same).*")
