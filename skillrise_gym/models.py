@@ -750,7 +750,9 @@ def _apply_adapter(peft_model: Any, base: Any, path: str, base_path: str) -> Any
                                     f"({type(exc).__name__}: {(lines[0] if lines else '')[:300]})") from None
     missing = [str(w.message) for w in caught if "missing adapter keys" in str(w.message)]
     for w in caught:
-        if "missing adapter keys" not in str(w.message):
+        # peft reads transformers' deprecated `is_gradient_checkpointing` alias while loading: a warning between
+        # two libraries that no user of ours can act on, printed on every bench run of an adapter
+        if "missing adapter keys" not in str(w.message) and "is_gradient_checkpointing" not in str(w.message):
             warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
     if missing:
         raise DamagedModelError(f"the PEFT adapter at {path} does not fit the base model {base_path}: the base has "
