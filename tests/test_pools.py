@@ -102,3 +102,19 @@ def test_both_pools_are_base_pools_and_a_failed_constructor_leaves_a_closed_pool
     pool.close()  # nothing started: nothing to do
     error = WorkerError("lost", [2], {0: ("ok", 1)})
     assert error.indices == [2] and pools.unpack(error.replies) == {0: 1}
+
+
+def test_a_worker_still_importing_is_not_a_command_that_timed_out():
+    """A worker's own start (spawn, imports: seconds on a loaded machine) is not timed as a command: each
+    worker says it is ready first. Here its imports take longer than the pool's timeout (a flake of the
+    trainer's killed-worker test on a busy machine: the first reset timed out, twice, and its trials were
+    dropped); the first reset still answers, and a later timeout still applies to commands."""
+    import slow_start_envs
+
+    pool = EnvPool([slow_start_envs.make_toy] * 2, workers=2, timeout=slow_start_envs.IMPORT_SECONDS - 1)
+    try:
+        replies = pool.reset_many({0: (0, None), 1: (1, None)})
+        assert set(replies) == {0, 1} and all(isinstance(obs, dict) for obs, _info in replies.values())
+        assert all(proc.is_alive() for proc in pool._procs)
+    finally:
+        pool.close()

@@ -24,7 +24,9 @@ so nothing overlaps there; in workers, each env's reply comes back on its own as
 Failures: an exception raised by an env is re-raised here (same type when picklable). A worker that dies
 (killed, segfault) or exceeds `timeout` raises `WorkerError` naming the env indices that were lost; the
 worker is restarted and those envs must be reset again. Asynchronously, `timeout` bounds the time a worker
-may work on one command without answering.
+may work on one command without answering. A worker's own start (spawning it and its imports, seconds on a
+loaded machine) is not a command: each worker says it is ready before any command is timed, and one that does
+not start within `START_TIMEOUT_S` is an error naming it.
 
 Beyond one machine: `pools.ray.RayEnvPool`, the same interface and contract with each env in a Ray actor;
 `pools.make_pool` picks one of the two.
@@ -42,6 +44,12 @@ from typing import Any, Mapping, Sequence
 import gymnasium as gym
 
 from skillrise_gym.pools.base import WAIT_SLICE_S, BaseEnvPool, EnvFn, WorkerError, reply
+
+#: what a worker sends once it has started (its imports done), before any command
+READY = "skillrise-env-worker-ready"
+#: how long a worker may take to start: spawning it and importing its modules (not a command, so not under
+#: `timeout`; on a loaded machine a short `timeout` would otherwise declare a worker that is still importing hung)
+START_TIMEOUT_S = 300.0
 
 
 def env_fn(env_id: str, **kwargs: Any) -> EnvFn:
@@ -66,6 +74,7 @@ def _make_sequence_env(backend: str, **kwargs: Any) -> gym.Env:
 def _worker_main(conn, env_fns: dict[int, EnvFn]) -> None:
     envs: dict[int, gym.Env] = {}
     try:
+        conn.send(READY)
         while True:
             message = conn.recv()
             if message is None:
@@ -113,6 +122,13 @@ class EnvPool(BaseEnvPool):
         self._answered: dict[int, tuple[str, Any]] = {}
         for w in range(self.workers):
             self._start_worker(w)
+        try:
+            for w in range(self.workers):  # started together, awaited in turn
+                self._await_ready(w)
+        except BaseException:
+            for w in range(self.workers):
+                self._stop_worker(w, kill=True)
+            raise
         self.closed = False
 
     # ------------------------------------------------------------------ asynchronous API
@@ -188,6 +204,7 @@ class EnvPool(BaseEnvPool):
         self._inflight[w].clear()
         self._stop_worker(w, kill=True)
         self._start_worker(w)
+        self._await_ready(w)
         if reason == "timed out":
             reason = f"timed out (no answer within {self.timeout} s)"
         if failure is None:
@@ -264,6 +281,21 @@ class EnvPool(BaseEnvPool):
         proc.start()
         child.close()
         self._procs[w], self._conns[w] = proc, parent
+
+    def _await_ready(self, w: int) -> None:
+        """Wait for worker `w` to say it has started (`READY`), up to `START_TIMEOUT_S`; one that dies or stays
+        silent that long is stopped and a RuntimeError names it."""
+        problem = None
+        try:
+            if not _poll(self._conns[w], START_TIMEOUT_S):
+                problem = f"did not start within {START_TIMEOUT_S:g} s"
+            elif self._conns[w].recv() != READY:
+                problem = "sent something else before it was ready"
+        except (EOFError, OSError):
+            problem = f"died while starting (exit code {self._procs[w].exitcode})"
+        if problem is not None:
+            self._stop_worker(w, kill=True)
+            raise RuntimeError(f"env worker {w} {problem}")
 
     def _stop_worker(self, w: int, kill: bool = False) -> None:
         proc, conn = self._procs[w], self._conns[w]
