@@ -58,7 +58,7 @@ _HEADING = re.compile(r"^#{1,6} ")
 #: a file the prose names: a path ending in .json or .py, or a folder (ending in /)
 _REF = re.compile(r"(?<![\w/.-])((?:[\w.*{},-]+/)+(?:[\w.*{},-]+\.(?:json|py))?|[\w.*{},-]+\.(?:json|py))(?![\w])")
 #: a figure, with its sign and an optional unit joined to it (ratio x, percent, k, seconds, sizes) or, for a
-#: size, after a space (250 MB)
+#: size, after a space (250 MB); every unit here makes an integer a measurement ("3x", "24%", "107k", "30s")
 _FIGURE = re.compile(r"(?<![\w.])([+\-−]?)(\d+\.\d+|\.\d+|\d+)(x|%|k|pp|ms|s|min|h|GB|MB|GiB|MiB| GB| MB| GiB| MiB)?(?![\w]|\.\d)")
 #: a package and its version ("alfworld 0.4.2", "Python 3.10"): not a measurement
 _VERSION_AFTER = re.compile(r"(?i)\b(python|torch|transformers|trl|peft|accelerate|gymnasium|numpy|ray|vllm|java|jdk|"
@@ -66,8 +66,6 @@ _VERSION_AFTER = re.compile(r"(?i)\b(python|torch|transformers|trl|peft|accelera
 #: a confidence level, not a measurement ("a 95% CI")
 _LEVEL = re.compile(r"\s*(CI|confidence|bootstrap|interval)", re.I)
 _LEVELS = ("90", "95", "99")
-#: units that make an integer a measurement (a ratio, a share, a size, a time: "3x", "24%", "107k", "30s")
-_MEASURED_UNITS = ("%", "x", "k", "pp", "ms", "s", "min", "h", "GB", "MB", "GiB", "MiB", " GB", " MB", " GiB", " MiB")
 
 
 @dataclass(frozen=True)
@@ -265,7 +263,7 @@ def check_page(page: Path, root: Path = ROOT) -> list[Missing]:
             prose = _LINK_TARGET.sub("]()", line)
             for match in _FIGURE.finditer(prose):
                 sign, figure, unit = match.groups()
-                if "." not in figure and unit not in _MEASURED_UNITS:
+                if "." not in figure and not unit:
                     continue  # counts, steps, K: bare integers are not checked (with a unit joined, they are)
                 if _VERSION_AFTER.search(prose[: match.start()]):
                     continue

@@ -108,7 +108,8 @@ def test_a_worker_still_importing_is_not_a_command_that_timed_out():
     """A worker's own start (spawn, imports: seconds on a loaded machine) is not timed as a command: each
     worker says it is ready first. Here its imports take longer than the pool's timeout (a flake of the
     trainer's killed-worker test on a busy machine: the first reset timed out, twice, and its trials were
-    dropped); the first reset still answers, and a later timeout still applies to commands."""
+    dropped); the first reset still answers. (A command that outlasts the timeout is still a hung worker:
+    tests/test_train_cli.py's hung-worker test.)"""
     import slow_start_envs
 
     pool = EnvPool([slow_start_envs.make_toy] * 2, workers=2, timeout=slow_start_envs.IMPORT_SECONDS - 1)
